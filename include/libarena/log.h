@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libarena logging: printf-style lines from BPF into an arena-resident ring that user
+ * space drains. Works on 6.12, which has no BPF streams.
+ *
+ *   arena_stdout(fmt, ...)   one line to the "stdout" stream; returns 0 or -errno
+ *   arena_stderr(fmt, ...)   one line to the "stderr" stream
+ *
+ * fmt and its arguments follow bpf_snprintf(): at most 12 arguments, %d %u %x %ld %lu
+ * %lld %llu %llx %p %s %c ... A line longer than ARENA_LOG_LINE_MAX - 1 bytes is cut
+ * there and counted in arena_log.truncated. The text of all %s arguments of one line
+ * together is cut near 500 bytes (bpf_snprintf's own buffer); the format is not.
+ *
+ * Writers never block: a line takes a run of slots reserved with one compare-and-swap;
+ * when the ring is full the line is dropped and arena_log.dropped counts it (user space
+ * reports the count). Writers on many CPUs at once are safe; nested programs on one CPU
+ * use separate per-CPU scratch lines. User space (libarena_log_drain()) is the only
+ * reader. Every loop is bounded, whatever user space writes into the ring.
+ */
+#ifndef __LIBARENA_LOG_H
+#define __LIBARENA_LOG_H
+
+enum arena_log_stream {
+	ARENA_LOG_STDOUT = 1,
+	ARENA_LOG_STDERR = 2,
+};
+
+#define ARENA_LOG_MAGIC		0x4c6f6741u	/* "AgoL" */
+#define ARENA_LOG_SLOTS		512		/* power of two */
+#define ARENA_LOG_SLOT_TEXT	112
+#define ARENA_LOG_LINE_MAX	1024		/* longest line kept, with its NUL */
+#define ARENA_LOG_MAX_SLOTS	((ARENA_LOG_LINE_MAX + ARENA_LOG_SLOT_TEXT - 1) / \
+				 ARENA_LOG_SLOT_TEXT)
+#define ARENA_LOG_NEST		4		/* nested writers per CPU */
+
+/* One 128-byte slot. A line spans nslots consecutive slots (modulo the ring). */
+struct arena_log_slot {
+	u64 seq;		/* position + 1 once the slot is written: the commit */
+	u16 len;		/* first slot of a line: text length without the NUL */
+	u8 nslots;		/* first slot of a line: slots the line spans */
+	u8 stream;		/* enum arena_log_stream */
+	u32 cpu;		/* CPU that wrote the line */
+	char text[ARENA_LOG_SLOT_TEXT];
+};
+
+struct arena_log {
+	u32 magic;		/* ARENA_LOG_MAGIC once the ring has been used */
+	u32 nr_slots;		/* ARENA_LOG_SLOTS */
+	u64 head;		/* next position to reserve (writers) */
+	u64 tail;		/* next position to read (the user-space reader) */
+	u64 written;		/* lines committed */
+	u64 dropped;		/* lines lost because the ring was full or contended */
+	u64 truncated;		/* lines cut at ARENA_LOG_LINE_MAX - 1 */
+	u64 dropped_seen;	/* the reader's copy of dropped at its last report */
+	u64 pad;
+	struct arena_log_slot slots[ARENA_LOG_SLOTS];
+};
+
+/* A formatted line on its way into the ring (per-CPU scratch, not arena memory). */
+struct arena_log_line {
+	char text[ARENA_LOG_LINE_MAX];
+};
+
+#ifdef __BPF__
+
+/*
+ * The ring, an arena global of the library (src/log.bpf.c), reached through a call: the
+ * 6.12 linker leaves extern arena variables at offset 0 of their section's BTF, and 6.12
+ * global functions may return only scalars, hence the address as a u64.
+ */
+u64 arena_log_addr(void);
+
+static __always_inline struct arena_log __arena *arena_log_get(void)
+{
+	return (struct arena_log __arena *)arena_log_addr();
+}
+
+struct arena_log_scratch {
+	u32 depth;
+	u32 pad;
+	struct arena_log_line line[ARENA_LOG_NEST];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct arena_log_scratch);
+} arena_log_scratch __weak SEC(".maps");
+
+/* Copy a formatted line of n bytes (bpf_snprintf's return) into the ring. */
+int arena_log_commit(int stream, struct arena_log_line *line, long n);
+
+static __always_inline struct arena_log_scratch *__arena_log_enter(u32 *depth)
+{
+	struct arena_log_scratch *s;
+	u32 key = 0;
+
+	s = bpf_map_lookup_elem(&arena_log_scratch, &key);
+	if (!s)
+		return NULL;
+	*depth = s->depth;
+	if (*depth >= ARENA_LOG_NEST)
+		return NULL;
+	s->depth = *depth + 1;
+	return s;
+}
+
+#define __arena_log(stream, fmt, args...)					\
+({										\
+	struct arena_log_scratch *___s;						\
+	u32 ___d = 0;								\
+	long ___ret = -EBUSY;							\
+										\
+	___s = __arena_log_enter(&___d);					\
+	if (___s && ___d < ARENA_LOG_NEST) {					\
+		___ret = BPF_SNPRINTF(___s->line[___d].text,			\
+				      ARENA_LOG_LINE_MAX, fmt, ##args);		\
+		___ret = arena_log_commit(stream, &___s->line[___d], ___ret);	\
+		___s->depth = ___d;						\
+	}									\
+	(int)___ret;								\
+})
+
+#define arena_stdout(fmt, args...) __arena_log(ARENA_LOG_STDOUT, fmt, ##args)
+#define arena_stderr(fmt, args...) __arena_log(ARENA_LOG_STDERR, fmt, ##args)
+
+#else /* host build: straight to stdio */
+
+#include <stdio.h>
+#define arena_stdout(fmt, args...) (printf(fmt "\n", ##args) < 0 ? -EIO : 0)
+#define arena_stderr(fmt, args...) (fprintf(stderr, fmt "\n", ##args) < 0 ? -EIO : 0)
+
+#endif /* __BPF__ */
+
+#endif /* __LIBARENA_LOG_H */

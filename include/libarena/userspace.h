@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libarena user-space helpers: link with libarena_user.a and libbpf.
+ *
+ *   libarena_get_info(obj, &info)        run the arena_get_info program of a loaded object
+ *   libarena_log(obj)                    the object's log ring, mapped in this process
+ *   libarena_log_drain(log, fn, ctx)     hand each complete line to fn, oldest first
+ *   libarena_log_print(log, out, err)    drain to two FILEs, and report dropped lines
+ *   libarena_run_prog(prog, arg, size)   run a SEC("syscall") program, return its result
+ *
+ * Errors are negative errno values; nothing here prints unless asked to.
+ */
+#ifndef __LIBARENA_USERSPACE_H
+#define __LIBARENA_USERSPACE_H
+
+#include <stdio.h>
+#include <libarena/common.h>
+
+struct bpf_object;
+struct bpf_program;
+
+/* One line drained from the log. text is NUL-terminated and valid during the call. */
+struct libarena_log_line {
+	const char *text;
+	unsigned int len;
+	int stream;		/* ARENA_LOG_STDOUT or ARENA_LOG_STDERR */
+	unsigned int cpu;
+};
+
+typedef int (*libarena_log_fn)(const struct libarena_log_line *line, void *ctx);
+
+/*
+ * Run a SEC("syscall") program once with arg (may be NULL) as its context; the program's
+ * writes to arg are copied back. Returns 0 and the program's return value in *retval,
+ * or a negative errno when the run itself failed.
+ */
+int libarena_run_prog(struct bpf_program *prog, void *arg, size_t size, int *retval);
+
+/* Fill info from the loaded object's arena_get_info program. */
+int libarena_get_info(struct bpf_object *obj, struct arena_get_info_args *info);
+
+/* The log ring of a loaded object that links the library, or NULL (errno set). */
+struct arena_log *libarena_log(struct bpf_object *obj);
+
+/*
+ * Consume every complete line, oldest first, calling fn for each; a non-zero return from
+ * fn stops the drain (the line counts as consumed). Stops at a line still being written.
+ * Returns the number of lines consumed or a negative errno (-EUCLEAN when the ring is
+ * corrupted; the reader then skips to the writers' position). *dropped, if not NULL,
+ * receives how many lines writers dropped since the previous call.
+ */
+int libarena_log_drain(struct arena_log *log, libarena_log_fn fn, void *ctx,
+		       unsigned long long *dropped);
+
+/*
+ * Drain to out (stdout stream) and err (stderr stream), one line each, and write a line
+ * "libarena: N log lines dropped" to err when writers dropped some.
+ */
+int libarena_log_print(struct arena_log *log, FILE *out, FILE *err);
+
+#endif /* __LIBARENA_USERSPACE_H */

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# Builds libarena: the BPF library objects, the selftests linked with them, the
+# user-space helper library and the test runner.
+#
+# In a kernel tree this file is tools/testing/selftests/bpf/libarena/Makefile and takes
+# libbpf and bpftool from the tree's own tools/. Standalone (the git submodule form) it
+# needs KSRC, a kernel tree (6.12 or newer) to take them from, or BPFTOOL, LIBBPF_A and
+# LIBBPF_INCLUDE given directly. Either way it needs VMLINUX_BTF (a vmlinux with BTF) or
+# VMLINUX_H (a ready vmlinux.h).
+#
+#   make                    library, asan variant, selftests, runner, examples
+#   make OUTPUT=dir/        put everything in dir/ (default: ./build/)
+#   make print-bpf-cflags   flags to compile your own .bpf.c against the library
+#   make print-asan-cflags  the same for the sanitizer build
+#   make print-bpftool      the bpftool that links objects (bpftool gen object)
+#   make print-runner       the test runner
+
+LIBARENA_DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+
+ifneq ($(wildcard $(LIBARENA_DIR)/../../../../lib/bpf/libbpf.c),)
+KSRC ?= $(abspath $(LIBARENA_DIR)/../../../../..)
+endif
+
+OUTPUT ?= $(LIBARENA_DIR)/build/
+override OUTPUT := $(abspath $(OUTPUT))
+TOOLS_OUT ?= $(OUTPUT)/tools
+override TOOLS_OUT := $(abspath $(TOOLS_OUT))
+
+CLANG ?= clang-22
+HOSTCC ?= cc
+Q ?= @
+
+ifneq ($(KSRC),)
+LIBBPF_SRC := $(KSRC)/tools/lib/bpf
+BPFTOOL_SRC := $(KSRC)/tools/bpf/bpftool
+LIBBPF_A ?= $(TOOLS_OUT)/libbpf/libbpf.a
+LIBBPF_INCLUDE ?= $(TOOLS_OUT)/include
+BPFTOOL ?= $(TOOLS_OUT)/bpftool/bootstrap/bpftool
+endif
+
+ifeq ($(LIBBPF_A),)
+$(error libarena: set KSRC=<kernel tree> or BPFTOOL, LIBBPF_A and LIBBPF_INCLUDE)
+endif
+
+VMLINUX_H ?= $(OUTPUT)/include/vmlinux.h
+
+# Components: one source each in src/; the build needs no change to add one.
+LIB_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/src/*.bpf.c))
+LIB_NAMES := $(notdir $(LIB_SRCS:.bpf.c=))
+TEST_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/*.bpf.c))
+TEST_NAMES := $(notdir $(TEST_SRCS:.bpf.c=))
+EXAMPLE_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/examples/*.bpf.c))
+EXAMPLE_NAMES := $(notdir $(EXAMPLE_SRCS:.bpf.c=))
+USER_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/userspace/*.c))
+
+BPF_ARCH := x86
+BPF_INCLUDES := -I$(LIBARENA_DIR)/include -I$(dir $(VMLINUX_H)) -I$(LIBBPF_INCLUDE)
+BPF_CFLAGS := -g -O2 --target=bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) \
+	-Wall -Werror -Wno-unused-function $(BPF_INCLUDES) $(EXTRA_BPF_CFLAGS)
+# The sanitizer instruments arena (address space 1) accesses only, with its shadow in
+# the arena; the runtime lives in the library (src/asan.bpf.c).
+ASAN_FLAGS := -fsanitize=kernel-address -mllvm -asan-instrument-address-spaces=1 \
+	-mllvm -asan-shadow-addr-space=1 -mllvm -asan-kernel=1 -mllvm -asan-stack=0 \
+	-mllvm -asan-globals=0 -mllvm -asan-constructor-kind=none \
+	-mllvm -asan-destructor-kind=none -DLIBARENA_ASAN=1
+ASAN_CFLAGS := $(BPF_CFLAGS) $(ASAN_FLAGS)
+
+USER_CFLAGS := -g -O2 -Wall -Werror -I$(LIBARENA_DIR)/include -I$(LIBBPF_INCLUDE) \
+	$(EXTRA_USER_CFLAGS)
+USER_LIBS := $(LIBBPF_A) -lelf -lz -lpthread
+
+LIB_OBJ := $(OUTPUT)/libarena.bpf.o
+ASAN_LIB_OBJ := $(OUTPUT)/libarena_asan.bpf.o
+USER_LIB := $(OUTPUT)/libarena_user.a
+RUNNER := $(OUTPUT)/runner
+TEST_OBJS := $(TEST_NAMES:%=$(OUTPUT)/tests/%.bpf.o)
+EXAMPLE_OBJS := $(EXAMPLE_NAMES:%=$(OUTPUT)/examples/%.bpf.o)
+EXAMPLE_BINS := $(patsubst $(LIBARENA_DIR)/examples/%.c,$(OUTPUT)/examples/%, \
+	$(filter-out %.bpf.c,$(wildcard $(LIBARENA_DIR)/examples/*.c)))
+
+LOAD_FAIL_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/load_fail/*.bpf.c))
+LOAD_FAIL_OBJS := $(patsubst $(LIBARENA_DIR)/tests/load_fail/%.bpf.c, \
+	$(OUTPUT)/tests/load_fail/%.bpf.o,$(LOAD_FAIL_SRCS))
+USER_TEST := $(OUTPUT)/user_test
+
+# The sanitizer variant needs its runtime (src/asan.bpf.c) to link.
+ASAN_TARGET := $(if $(wildcard $(LIBARENA_DIR)/src/asan.bpf.c),asan-lib)
+
+all: lib $(ASAN_TARGET) tests runner examples
+lib: $(LIB_OBJ) $(USER_LIB)
+asan-lib: $(ASAN_LIB_OBJ)
+tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(USER_TEST)
+runner: $(RUNNER)
+examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS)
+
+print-bpf-cflags:
+	@echo $(BPF_CFLAGS)
+print-asan-cflags:
+	@echo $(ASAN_CFLAGS)
+print-bpftool:
+	@echo $(BPFTOOL)
+print-runner:
+	@echo $(RUNNER)
+print-user-cflags:
+	@echo $(USER_CFLAGS)
+print-user-libs:
+	@echo $(USER_LIB) $(USER_LIBS)
+
+# libbpf and bpftool from the kernel tree.
+ifneq ($(KSRC),)
+$(LIBBPF_A): $(wildcard $(LIBBPF_SRC)/*.[ch] $(LIBBPF_SRC)/Makefile)
+	$(Q)mkdir -p $(TOOLS_OUT)/libbpf
+	$(Q)$(MAKE) -s -C $(LIBBPF_SRC) OUTPUT=$(TOOLS_OUT)/libbpf/ BUILD_STATIC_ONLY=1 \
+		DESTDIR=$(TOOLS_OUT) prefix= INCLUDEDIR=/include \
+		$(TOOLS_OUT)/libbpf/libbpf.a install_headers >/dev/null
+
+$(BPFTOOL): $(wildcard $(BPFTOOL_SRC)/*.[ch] $(BPFTOOL_SRC)/Makefile $(LIBBPF_SRC)/*.[ch])
+	$(Q)mkdir -p $(TOOLS_OUT)/bpftool
+	$(Q)$(MAKE) -s -C $(BPFTOOL_SRC) OUTPUT=$(TOOLS_OUT)/bpftool/ bootstrap >/dev/null
+endif
+
+$(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) | $(BPFTOOL)
+	$(if $(VMLINUX_BTF),,$(error libarena: set VMLINUX_BTF=<vmlinux with BTF> or VMLINUX_H))
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
+
+BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h)
+
+$(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(ASAN_CFLAGS) -c $< -o $@
+
+$(LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/obj/%.bpf.o) | $(BPFTOOL)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(ASAN_LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/asan/obj/%.bpf.o) | $(BPFTOOL)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+# A selftest object is its own program linked with the whole library.
+$(OUTPUT)/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
+
+$(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+# Objects the verifier must reject: each shows what a user sees when that happens.
+$(OUTPUT)/tests/load_fail/obj/%.bpf.o: $(LIBARENA_DIR)/tests/load_fail/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/tests/load_fail/%.bpf.o: $(OUTPUT)/tests/load_fail/obj/%.bpf.o $(LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(USER_TEST): $(LIBARENA_DIR)/tests/user_test.c $(USER_LIB) $(LIBBPF_A)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+
+$(OUTPUT)/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/examples/%.bpf.o: $(OUTPUT)/examples/obj/%.bpf.o $(LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(OUTPUT)/examples/%: $(LIBARENA_DIR)/examples/%.c $(USER_LIB) $(LIBBPF_A)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+
+$(OUTPUT)/user/%.o: $(LIBARENA_DIR)/userspace/%.c $(LIBBPF_A) \
+		$(wildcard $(LIBARENA_DIR)/include/libarena/*.h)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) -c $< -o $@
+
+$(USER_LIB): $(patsubst $(LIBARENA_DIR)/userspace/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(RUNNER): $(LIBARENA_DIR)/tests/runner.c $(USER_LIB) $(LIBBPF_A)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+
+clean:
+	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples \
+		$(OUTPUT)/user $(LIB_OBJ) $(ASAN_LIB_OBJ) $(USER_LIB) $(RUNNER)
+
+.PHONY: all lib asan-lib tests runner examples clean print-bpf-cflags \
+	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs
+.SECONDARY:
+.DELETE_ON_ERROR:

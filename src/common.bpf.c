@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* The common layer's programs: what user space asks the library. */
+#include <libarena/common.h>
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+SEC("syscall")
+__weak int arena_get_info(struct arena_get_info_args *args)
+{
+	if (!args)
+		return -EINVAL;
+	/* An arena pointer's value is its user-space address. */
+	args->log = arena_log_addr();
+	args->arena_base = args->log & ~0xffffffffull;
+	args->arena_pages = ARENA_PAGES;
+	args->version = LIBARENA_VERSION;
+	return 0;
+}

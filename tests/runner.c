@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The libarena test runner: loads linked BPF objects through the real verifier and runs
+ * the tests they hold (naming conventions in include/libarena/test.h).
+ *
+ *   runner [-v] [-a] [-f PATTERN]... [-x TEXT] OBJECT...
+ *
+ *   -f PATTERN  run only tests whose name (or object:name) matches the glob; repeatable;
+ *               also taken from $LIBARENA_TEST_FILTER (comma separated)
+ *   -a          the objects are the sanitizer build: run asan_test_* too
+ *   -x TEXT     the objects must FAIL to load, with TEXT in the verifier log
+ *   -v          show every test's log lines, not only a failing test's
+ *   -s SEED     seed handed to the tests (default: time)
+ *
+ * Prints a line per test and ends with "N passed, N failed[, N skipped]"; exits 1 on any
+ * failure.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <libarena/userspace.h>
+#include <libarena/test.h>
+
+#define MAX_FILTERS	64
+#define MAX_THREADS	64
+
+static struct {
+	bool verbose, asan;
+	const char *expect_fail;
+	const char *filters[MAX_FILTERS];
+	int nr_filters;
+	unsigned int seed;
+	int nr_cpus;
+	int passed, failed, skipped;
+} opt;
+
+/* libbpf's messages for the object being loaded: shown when something goes wrong. */
+static char *libbpf_msgs;
+static size_t libbpf_msgs_len;
+static FILE *libbpf_stream;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	if (libbpf_stream)
+		return vfprintf(libbpf_stream, fmt, ap);
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void capture_libbpf(void)
+{
+	free(libbpf_msgs);
+	libbpf_msgs = NULL;
+	libbpf_stream = open_memstream(&libbpf_msgs, &libbpf_msgs_len);
+}
+
+static const char *captured_libbpf(void)
+{
+	if (libbpf_stream) {
+		fclose(libbpf_stream);
+		libbpf_stream = NULL;
+	}
+	return libbpf_msgs ? libbpf_msgs : "";
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static bool selected(const char *obj, const char *name)
+{
+	char full[512];
+
+	if (!opt.nr_filters)
+		return true;
+	snprintf(full, sizeof(full), "%s:%s", obj, name);
+	for (int i = 0; i < opt.nr_filters; i++)
+		if (!fnmatch(opt.filters[i], name, 0) || !fnmatch(opt.filters[i], full, 0) ||
+		    strstr(name, opt.filters[i]))
+			return true;
+	return false;
+}
+
+/* The log lines a test wrote, kept until we know whether it passed. */
+struct test_log {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static void log_begin(struct test_log *tl)
+{
+	tl->buf = NULL;
+	tl->f = open_memstream(&tl->buf, &tl->len);
+}
+
+static void log_end(struct test_log *tl, struct arena_log *ring, bool show)
+{
+	if (ring)
+		libarena_log_print(ring, tl->f, tl->f);
+	fclose(tl->f);
+	if (show && tl->len) {
+		enum { MAX_LINES = 60 };
+		char *line, *save = NULL;
+		int n = 0, total = 0;
+
+		for (char *c = tl->buf; *c; c++)
+			total += *c == '\n';
+		/* A flood of lines hides the one that matters, usually among the last. */
+		for (line = strtok_r(tl->buf, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save), n++) {
+			if (total > MAX_LINES && n == MAX_LINES / 2)
+				printf("    | [... %d lines omitted ...]\n", total - MAX_LINES);
+			if (total > MAX_LINES && n >= MAX_LINES / 2 && n < total - MAX_LINES / 2)
+				continue;
+			printf("    | %s\n", line);
+		}
+	}
+	free(tl->buf);
+}
+
+static void report(const char *obj, const char *name, int result, const char *why, double ms)
+{
+	switch (result) {
+	case 0:
+		opt.passed++;
+		printf("  ok   %s:%s (%.0f ms)\n", obj, name, ms);
+		break;
+	case 1:
+		opt.skipped++;
+		printf("  skip %s:%s: %s\n", obj, name, why);
+		break;
+	default:
+		opt.failed++;
+		printf("  FAIL %s:%s: %s\n", obj, name, why);
+		break;
+	}
+	fflush(stdout);
+}
+
+static void init_ctx(struct arena_test_ctx *ctx, int thread, int nr_threads)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->nr_cpus = opt.nr_cpus;
+	ctx->thread = thread;
+	ctx->nr_threads = nr_threads;
+	ctx->seed = opt.seed;
+}
+
+/* Run one program; 0 when it returned 0, else a message in why. */
+static int run_one(struct bpf_program *prog, int thread, int nr_threads, int *retval,
+		   char *why, size_t whylen)
+{
+	struct arena_test_ctx ctx;
+	int err;
+
+	init_ctx(&ctx, thread, nr_threads);
+	err = libarena_run_prog(prog, &ctx, sizeof(ctx), retval);
+	if (err) {
+		snprintf(why, whylen, "%s: test run failed: %s", bpf_program__name(prog),
+			 strerror(-err));
+		return -1;
+	}
+	if (*retval) {
+		snprintf(why, whylen, "%s returned %d", bpf_program__name(prog), *retval);
+		return -1;
+	}
+	return 0;
+}
+
+static void run_single(const char *obj, struct bpf_program *prog, struct arena_log *ring)
+{
+	struct test_log tl;
+	char why[256] = "";
+	double t0 = now_ms();
+	int ret, res;
+
+	log_begin(&tl);
+	res = run_one(prog, 0, 1, &ret, why, sizeof(why)) ? -1 : 0;
+	report(obj, bpf_program__name(prog), res, why, now_ms() - t0);
+	log_end(&tl, ring, res < 0 || opt.verbose);
+}
+
+struct thread_arg {
+	struct bpf_program *prog;
+	pthread_barrier_t *barrier;
+	int thread, nr_threads, retval, failed;
+	char why[256];
+};
+
+static void *thread_fn(void *p)
+{
+	struct thread_arg *a = p;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(a->thread % opt.nr_cpus, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	pthread_barrier_wait(a->barrier);
+	a->failed = run_one(a->prog, a->thread, a->nr_threads, &a->retval, a->why,
+			    sizeof(a->why));
+	return NULL;
+}
+
+static struct bpf_program *find_prog(struct bpf_object *o, const char *base, const char *sfx)
+{
+	char name[256];
+
+	snprintf(name, sizeof(name), "%s__%s", base, sfx);
+	return bpf_object__find_program_by_name(o, name);
+}
+
+/* parallel_test_NAME: __enabled?, __init?, __0..__N at once, __fini? */
+static void run_parallel(const char *obj, struct bpf_object *o, const char *base,
+			 struct arena_log *ring)
+{
+	struct thread_arg args[MAX_THREADS];
+	pthread_t tids[MAX_THREADS];
+	pthread_barrier_t barrier;
+	struct bpf_program *p;
+	char why[256] = "", idx[16];
+	struct test_log tl;
+	double t0 = now_ms();
+	int n, ret, res = 0;
+
+	for (n = 0; n < MAX_THREADS; n++) {
+		snprintf(idx, sizeof(idx), "%d", n);
+		if (!find_prog(o, base, idx))
+			break;
+	}
+	log_begin(&tl);
+	if (!n) {
+		snprintf(why, sizeof(why), "no %s__0 program", base);
+		res = -1;
+		goto out;
+	}
+	p = find_prog(o, base, "enabled");
+	if (p) {
+		struct arena_test_ctx ctx;
+
+		init_ctx(&ctx, 0, n);
+		if (libarena_run_prog(p, &ctx, sizeof(ctx), &ret) || ret < 0) {
+			snprintf(why, sizeof(why), "__enabled failed (%d)", ret);
+			res = -1;
+			goto out;
+		}
+		if (ret == 0) {
+			snprintf(why, sizeof(why), "disabled by __enabled");
+			res = 1;
+			goto out;
+		}
+	}
+	p = find_prog(o, base, "init");
+	if (p && run_one(p, 0, n, &ret, why, sizeof(why))) {
+		res = -1;
+		goto out;
+	}
+	pthread_barrier_init(&barrier, NULL, n);
+	for (int i = 0; i < n; i++) {
+		snprintf(idx, sizeof(idx), "%d", i);
+		args[i] = (struct thread_arg){ .prog = find_prog(o, base, idx),
+					       .barrier = &barrier, .thread = i,
+					       .nr_threads = n };
+		if (pthread_create(&tids[i], NULL, thread_fn, &args[i])) {
+			fprintf(stderr, "runner: pthread_create failed\n");
+			exit(2);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(tids[i], NULL);
+		if (args[i].failed && !res) {
+			snprintf(why, sizeof(why), "%s", args[i].why);
+			res = -1;
+		}
+	}
+	pthread_barrier_destroy(&barrier);
+	/* Make room: the threads may have filled the ring, and __fini may need to log. */
+	if (ring)
+		libarena_log_print(ring, tl.f, tl.f);
+	p = find_prog(o, base, "fini");
+	if (p) {
+		char fini_why[256];
+
+		if (run_one(p, 0, n, &ret, fini_why, sizeof(fini_why)) && !res) {
+			snprintf(why, sizeof(why), "%s", fini_why);
+			res = -1;
+		}
+	}
+out:
+	report(obj, base, res, why, now_ms() - t0);
+	log_end(&tl, ring, res < 0 || opt.verbose);
+}
+
+/*
+ * A rejected program can leave a verifier log of a million lines; the end says why.
+ * Show the head and the tail.
+ */
+static void print_msgs(const char *msgs)
+{
+	enum { HEAD = 40, TAIL = 160 };
+	const char *p, *tail;
+	int lines = 0, n;
+
+	for (p = msgs; *p; p++)
+		lines += *p == '\n';
+	if (lines <= HEAD + TAIL) {
+		printf("%s", msgs);
+		return;
+	}
+	for (p = msgs, n = 0; n < HEAD; p++)
+		n += *p == '\n';
+	printf("%.*s    [... %d lines of verifier log omitted ...]\n", (int)(p - msgs), msgs,
+	       lines - HEAD - TAIL);
+	for (tail = msgs + strlen(msgs), n = 0; tail > p; tail--)
+		if (tail[-1] == '\n' && ++n > TAIL)
+			break;
+	printf("%s", tail);
+}
+
+static bool has_prefix(const char *s, const char *p)
+{
+	return !strncmp(s, p, strlen(p));
+}
+
+static void run_object(const char *path)
+{
+	const char *obj = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	struct arena_log *ring = NULL;
+	struct bpf_program *prog;
+	struct bpf_object *o;
+	char why[512];
+	int err;
+
+	capture_libbpf();
+	o = bpf_object__open_file(path, NULL);
+	if (!o) {
+		snprintf(why, sizeof(why), "cannot open: %s", strerror(errno));
+		captured_libbpf();
+		report(obj, "open", -1, why, 0);
+		return;
+	}
+	err = bpf_object__load(o);
+	const char *msgs = captured_libbpf();
+
+	if (opt.expect_fail) {
+		bool match = err && strstr(msgs, opt.expect_fail);
+
+		snprintf(why, sizeof(why), err ? "verifier log lacks \"%s\"" :
+			 "loaded, but it must be rejected (\"%s\")", opt.expect_fail);
+		report(obj, "load_fails", match ? 0 : -1, why, 0);
+		/* Show the rejection: this is what a user sees when their program fails. */
+		print_msgs(msgs);
+		bpf_object__close(o);
+		return;
+	}
+	if (err) {
+		snprintf(why, sizeof(why), "load failed: %s; libbpf and verifier output:",
+			 strerror(-err));
+		report(obj, "load", -1, why, 0);
+		print_msgs(msgs);
+		bpf_object__close(o);
+		return;
+	}
+
+	if (bpf_object__find_program_by_name(o, "arena_get_info")) {
+		ring = libarena_log(o);
+		if (!ring)
+			fprintf(stderr, "runner: %s: no log ring: %s\n", obj, strerror(errno));
+	}
+
+	bpf_object__for_each_program(prog, o) {
+		const char *name = bpf_program__name(prog);
+		size_t len = strlen(name);
+
+		if (has_prefix(name, "test_")) {
+			if (selected(obj, name))
+				run_single(obj, prog, ring);
+		} else if (has_prefix(name, "asan_test_")) {
+			if (!selected(obj, name))
+				continue;
+			if (opt.asan)
+				run_single(obj, prog, ring);
+			else
+				report(obj, name, 1, "needs the sanitizer build", 0);
+		} else if (has_prefix(name, "parallel_test_") && len > 3 &&
+			   !strcmp(name + len - 3, "__0")) {
+			char base[256];
+
+			snprintf(base, sizeof(base), "%.*s", (int)len - 3, name);
+			if (selected(obj, base))
+				run_parallel(obj, o, base, ring);
+		}
+	}
+	/* Lines logged outside any test (or after the last drain) are not lost. */
+	if (ring)
+		libarena_log_print(ring, stdout, stdout);
+	bpf_object__close(o);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: runner [-v] [-a] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	char *env;
+	int c;
+
+	opt.seed = time(NULL);
+	while ((c = getopt(argc, argv, "vaf:x:s:h")) != -1) {
+		switch (c) {
+		case 'v': opt.verbose = true; break;
+		case 'a': opt.asan = true; break;
+		case 'x': opt.expect_fail = optarg; break;
+		case 's': opt.seed = strtoul(optarg, NULL, 0); break;
+		case 'f':
+			if (opt.nr_filters < MAX_FILTERS)
+				opt.filters[opt.nr_filters++] = optarg;
+			break;
+		default: usage();
+		}
+	}
+	if (optind >= argc)
+		usage();
+	env = getenv("LIBARENA_TEST_FILTER");
+	if (env && *env) {
+		env = strdup(env);
+		for (char *s = strtok(env, ","); s && opt.nr_filters < MAX_FILTERS;
+		     s = strtok(NULL, ","))
+			opt.filters[opt.nr_filters++] = s;
+	}
+	if (getenv("LIBARENA_VERBOSE"))
+		opt.verbose = true;
+	opt.nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (opt.nr_cpus < 1)
+		opt.nr_cpus = 1;
+	libbpf_set_print(libbpf_print);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("runner: %d CPUs, seed %u\n", opt.nr_cpus, opt.seed);
+
+	for (int i = optind; i < argc; i++)
+		run_object(argv[i]);
+
+	printf("%d passed, %d failed", opt.passed, opt.failed);
+	if (opt.skipped)
+		printf(", %d skipped", opt.skipped);
+	printf("\n");
+	return opt.failed ? 1 : 0;
+}

@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * User-space side of the library, in the VM: libarena_get_info, libarena_log and the log
+ * reader against real BPF writers (order, long lines, overflow accounting, concurrent
+ * writers while draining).
+ *
+ *   user_test TEST_LOG_OBJECT
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include <libarena/userspace.h>
+
+struct log_lines_args {
+	u32 thread, count, width, stream, written, rejected;
+};
+
+static int passed, failed;
+static struct bpf_object *obj;
+static struct bpf_program *log_lines;
+static struct arena_log *ring;
+
+#define CHECK(cond, fmt, ...)							\
+	do {									\
+		if (!(cond)) {							\
+			printf("    %s:%d: %s: " fmt "\n", __FILE__, __LINE__,	\
+			       #cond, ##__VA_ARGS__);				\
+			return -1;						\
+		}								\
+	} while (0)
+
+static int write_lines(u32 thread, u32 count, u32 width, u32 stream,
+		       struct log_lines_args *out)
+{
+	struct log_lines_args a = { thread, count, width, stream };
+	int err, ret;
+
+	err = libarena_run_prog(log_lines, &a, sizeof(a), &ret);
+	if (err || ret)
+		return err ? err : ret;
+	if (out)
+		*out = a;
+	return 0;
+}
+
+struct collect {
+	int n, bad, gaps;
+	unsigned int next[64];		/* per thread: next expected line index */
+	unsigned int width, stream;
+	char first[2048];
+};
+
+/* Lines read "t=TTT i=IIIIII " then padding: check order per writer and the length. */
+static int collect_line(const struct libarena_log_line *l, void *p)
+{
+	struct collect *c = p;
+	unsigned int t, i;
+
+	if (c->n == 0)
+		snprintf(c->first, sizeof(c->first), "%s", l->text);
+	c->n++;
+	if (sscanf(l->text, "t=%u i=%u", &t, &i) != 2 || t >= 64) {
+		c->bad++;
+		return 0;
+	}
+	/* Dropped lines leave gaps; a line never comes twice or out of order. */
+	if (i < c->next[t] || (c->width && l->len != c->width) ||
+	    (c->stream && (unsigned int)l->stream != c->stream) ||
+	    strlen(l->text) != l->len) {
+		if (!c->bad)
+			printf("    bad line (len %u, stream %d, after %u): %.60s...\n", l->len,
+			       l->stream, c->next[t], l->text);
+		c->bad++;
+	}
+	if (i != c->next[t])
+		c->gaps++;
+	c->next[t] = i + 1;
+	return 0;
+}
+
+static int drain_all(struct collect *c, unsigned long long *dropped)
+{
+	unsigned long long d = 0, total = 0;
+	int n, rounds = 0;
+
+	do {
+		n = libarena_log_drain(ring, collect_line, c, &d);
+		total += d;
+	} while (n > 0 && ++rounds < 100);
+	if (dropped)
+		*dropped = total;
+	return n;
+}
+
+static int test_get_info(void)
+{
+	struct arena_get_info_args info;
+
+	CHECK(libarena_get_info(obj, &info) == 0, "");
+	CHECK(info.arena_base == ARENA_USER_BASE, "base %#llx", (unsigned long long)info.arena_base);
+	CHECK(info.arena_pages == ARENA_PAGES, "");
+	CHECK(info.version == LIBARENA_VERSION, "");
+	CHECK(info.log >= info.arena_base && info.log < info.arena_base + (4ull << 30), "");
+	CHECK((void *)(uintptr_t)info.log == ring, "");
+	return 0;
+}
+
+static int test_order_and_content(void)
+{
+	struct collect c = { .width = 40, .stream = ARENA_LOG_STDERR };
+	unsigned long long dropped;
+
+	CHECK(write_lines(0, 200, 40, ARENA_LOG_STDERR, NULL) == 0, "");
+	CHECK(drain_all(&c, &dropped) == 0, "");
+	CHECK(c.n == 200 && c.bad == 0, "n %d bad %d", c.n, c.bad);
+	CHECK(dropped == 0, "");
+	/* The writer pads with the tail of its 880-character text. */
+	CHECK(!strcmp(c.first, "t=000 i=000000 TUVWXYZ0123456789abcdefgh"),
+	      "first line '%s'", c.first);
+	CHECK(c.gaps == 0, "");
+	/* Nothing is read twice. */
+	CHECK(libarena_log_drain(ring, collect_line, &c, NULL) == 0, "");
+	return 0;
+}
+
+static int test_long_lines(void)
+{
+	/* Widths around the slot size and up to the longest the writer pads to. */
+	/* A %s argument is cut near 500 bytes by bpf_snprintf; see log.h. */
+	static const unsigned int widths[] = { 15, 111, 112, 113, 224, 225, 336, 480 };
+
+	for (unsigned int w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+		struct collect c = { .width = widths[w], .stream = ARENA_LOG_STDOUT };
+
+		CHECK(write_lines(1, 20, widths[w], ARENA_LOG_STDOUT, NULL) == 0, "");
+		CHECK(drain_all(&c, NULL) == 0, "");
+		CHECK(c.n == 20 && c.bad == 0, "width %u: n %d bad %d", widths[w], c.n, c.bad);
+	}
+	return 0;
+}
+
+struct lengths {
+	int n;
+	unsigned int len[8];
+	char head[8][16];
+};
+
+static int record_length(const struct libarena_log_line *l, void *p)
+{
+	struct lengths *c = p;
+
+	if (c->n < 8) {
+		c->len[c->n] = l->len;
+		snprintf(c->head[c->n], sizeof(c->head[0]), "%s", l->text);
+	}
+	c->n++;
+	return 0;
+}
+
+static int test_longest_lines(void)
+{
+	struct bpf_program *prog;
+	struct lengths c = {};
+	int ret;
+
+	/* It logs a 1040-character line (cut to 1023) and a 1023-character one. */
+	prog = bpf_object__find_program_by_name(obj, "test_log_truncates_long_lines");
+	CHECK(prog, "");
+	CHECK(libarena_run_prog(prog, NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
+	CHECK(libarena_log_drain(ring, record_length, &c, NULL) == 2, "");
+	CHECK(c.n == 2 && c.len[0] == ARENA_LOG_LINE_MAX - 1 && c.len[1] == ARENA_LOG_LINE_MAX - 1,
+	      "n %d len %u %u", c.n, c.len[0], c.len[1]);
+	CHECK(!strcmp(c.head[0], "0123456789abcde") && !strcmp(c.head[1], "0123456789abcde"), "");
+	return 0;
+}
+
+static int test_overflow_accounting(void)
+{
+	struct collect c = { .width = 15 };
+	struct log_lines_args out;
+	unsigned long long dropped;
+
+	/* One slot a line: exactly ARENA_LOG_SLOTS fit, the rest are dropped and counted. */
+	CHECK(write_lines(2, ARENA_LOG_SLOTS + 100, 15, ARENA_LOG_STDOUT, &out) == 0, "");
+	CHECK(out.written == ARENA_LOG_SLOTS && out.rejected == 100, "written %u rejected %u",
+	      out.written, out.rejected);
+	CHECK(drain_all(&c, &dropped) == 0, "");
+	CHECK(c.n == ARENA_LOG_SLOTS && c.bad == 0, "n %d bad %d", c.n, c.bad);
+	CHECK(dropped == 100, "dropped %llu", dropped);
+	/* After the drain the ring takes lines again. */
+	CHECK(write_lines(2, 10, 15, ARENA_LOG_STDOUT, &out) == 0 && out.written == 10, "");
+	c = (struct collect){ .width = 15 };
+	CHECK(drain_all(&c, &dropped) == 0 && c.n == 10 && dropped == 0, "");
+	return 0;
+}
+
+static int test_print_reports_drops(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int n;
+
+	CHECK(write_lines(3, ARENA_LOG_SLOTS + 5, 15, ARENA_LOG_STDERR, NULL) == 0, "");
+	n = libarena_log_print(ring, f, f);
+	fclose(f);
+	CHECK(n == ARENA_LOG_SLOTS, "printed %d", n);
+	CHECK(strstr(buf, "libarena: 5 log lines dropped"), "");
+	CHECK(strstr(buf, "t=003 i=000511"), "");
+	free(buf);
+	return 0;
+}
+
+static int test_corrupted_ring(void)
+{
+	struct collect c = {};
+	u64 saved;
+
+	CHECK(write_lines(4, 3, 15, ARENA_LOG_STDOUT, NULL) == 0, "");
+	/* A scribbled slot header: the reader must notice, skip, and stay bounded. */
+	saved = ring->tail;
+	ring->slots[saved % ARENA_LOG_SLOTS].nslots = 200;
+	CHECK(libarena_log_drain(ring, collect_line, &c, NULL) == -EUCLEAN, "");
+	CHECK(ring->tail == ring->head, "");
+	/* A tail moved past head: writers refuse rather than overwrite. */
+	ring->tail = ring->head + 1000;
+	{
+		struct log_lines_args out;
+
+		CHECK(write_lines(4, 1, 15, ARENA_LOG_STDOUT, &out) == 0, "");
+		CHECK(out.rejected == 1, "");
+	}
+	ring->tail = ring->head;
+	CHECK(write_lines(4, 1, 15, ARENA_LOG_STDOUT, NULL) == 0, "");
+	c = (struct collect){};
+	CHECK(drain_all(&c, NULL) == 0 && c.n == 1, "");
+	return 0;
+}
+
+#define WRITER_LINES 2000
+
+struct writer_arg {
+	u32 thread;
+	struct log_lines_args out;
+	int err;
+};
+
+static int writers_done;
+
+static void *writer_fn(void *p)
+{
+	struct writer_arg *w = p;
+
+	w->err = write_lines(w->thread, WRITER_LINES, 60, ARENA_LOG_STDOUT, &w->out);
+	__atomic_add_fetch(&writers_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int test_concurrent_writers_and_reader(void)
+{
+	enum { WRITERS = 4 };
+	struct writer_arg w[WRITERS];
+	pthread_t tid[WRITERS];
+	struct collect c = { .width = 60 };
+	unsigned long long dropped = 0, d;
+	unsigned long long written = 0, rejected = 0;
+	int rounds = 0;
+
+	for (int i = 0; i < WRITERS; i++) {
+		w[i] = (struct writer_arg){ .thread = 10 + i };
+		CHECK(!pthread_create(&tid[i], NULL, writer_fn, &w[i]), "");
+	}
+	/* Drain while they write; a line is either read or counted as dropped. */
+	while (__atomic_load_n(&writers_done, __ATOMIC_ACQUIRE) < WRITERS) {
+		CHECK(libarena_log_drain(ring, collect_line, &c, &d) >= 0, "");
+		dropped += d;
+		rounds++;
+		sched_yield();
+	}
+	for (int i = 0; i < WRITERS; i++)
+		pthread_join(tid[i], NULL);
+	CHECK(drain_all(&c, &d) == 0, "");
+	dropped += d;
+	for (int i = 0; i < WRITERS; i++) {
+		CHECK(w[i].err == 0, "writer %d: %d", i, w[i].err);
+		written += w[i].out.written;
+		rejected += w[i].out.rejected;
+	}
+	printf("    %d lines read, %llu dropped, %d drain rounds, %d gaps\n", c.n, dropped,
+	       rounds, c.gaps);
+	CHECK(c.bad == 0, "%d lines out of order or malformed", c.bad);
+	CHECK((unsigned long long)c.n == written, "read %d, written %llu", c.n, written);
+	CHECK(dropped == rejected, "dropped %llu, rejected %llu", dropped, rejected);
+	CHECK(written + rejected == WRITERS * (unsigned long long)WRITER_LINES, "");
+	return 0;
+}
+
+static void run(const char *name, int (*fn)(void))
+{
+	int ret = fn();
+
+	printf("  %s user:%s\n", ret ? "FAIL" : "ok  ", name);
+	if (ret)
+		failed++;
+	else
+		passed++;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: user_test TEST_LOG_OBJECT\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	obj = bpf_object__open_file(argv[1], NULL);
+	if (!obj || bpf_object__load(obj)) {
+		fprintf(stderr, "user_test: cannot load %s\n", argv[1]);
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	log_lines = bpf_object__find_program_by_name(obj, "log_lines");
+	ring = libarena_log(obj);
+	if (!log_lines || !ring) {
+		fprintf(stderr, "user_test: %s lacks log_lines or the log ring\n", argv[1]);
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	run("get_info", test_get_info);
+	run("log_order_and_content", test_order_and_content);
+	run("log_long_lines", test_long_lines);
+	run("log_longest_lines", test_longest_lines);
+	run("log_overflow_accounting", test_overflow_accounting);
+	run("log_print_reports_drops", test_print_reports_drops);
+	run("log_corrupted_ring", test_corrupted_ring);
+	run("log_concurrent_writers_and_reader", test_concurrent_writers_and_reader);
+	bpf_object__close(obj);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+# Shared settings of the vm/ scripts: where the cache lives and which tree we use.
+
+LIBARENA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LIBARENA_CACHE=${LIBARENA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/libarena}
+KERNEL_TARBALL=${KERNEL_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
+
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+log() { echo "[$(basename "$0")] $*" >&2; }
+
+# Version of the packaged tree, e.g. 6.12.118-1~deb12u1; part of every cache key.
+tree_version() {
+	dpkg-query -W -f '${Version}' linux-source-6.12 2>/dev/null ||
+		stat -c %Y "$KERNEL_TARBALL"
+}
+
+# The pristine tree, extracted once per package version. Never modified.
+pristine_tree() {
+	local ver dir
+	ver=$(tree_version | tr '~:' '__')
+	dir=$LIBARENA_CACHE/pristine-$ver
+	if [ ! -f "$dir/.complete" ]; then
+		[ -f "$KERNEL_TARBALL" ] || die "$KERNEL_TARBALL missing: install linux-source-6.12"
+		log "extracting $KERNEL_TARBALL into $dir"
+		rm -rf "$dir" "$dir.tmp"
+		mkdir -p "$dir.tmp"
+		tar -C "$dir.tmp" --strip-components=1 -xf "$KERNEL_TARBALL"
+		touch "$dir.tmp/.complete"
+		mv "$dir.tmp" "$dir"
+	fi
+	echo "$dir"
+}
+
+# The kernel-side patches: they change what gets built into the guest kernel.
+kernel_patches() {
+	ls "$LIBARENA_ROOT"/kernel/patches/*.patch 2>/dev/null | sort
+}
+
+# Cache key of the guest kernel: tree version, config fragment, kernel patches.
+kernel_key() {
+	{
+		tree_version
+		cat "$LIBARENA_ROOT/kernel/config.fragment"
+		kernel_patches | while read -r p; do cat "$p"; done
+	} | sha256sum | cut -c1-16
+}
+
+kernel_dir() {
+	echo "$LIBARENA_CACHE/kernel-$(kernel_key)"
+}
