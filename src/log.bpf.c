@@ -6,7 +6,11 @@
  */
 #include <libarena/common.h>
 
-struct arena_log __arena_global arena_log_ring;
+/* Initialised data: libbpf copies it into the arena when it loads the object. */
+struct arena_log __arena_global arena_log_ring = {
+	.magic = ARENA_LOG_MAGIC,
+	.nr_slots = ARENA_LOG_SLOTS,
+};
 
 __weak u64 arena_log_addr(void)
 {
@@ -17,8 +21,11 @@ __weak u64 arena_log_addr(void)
 #define LINE_WORDS		(ARENA_LOG_LINE_MAX / 8)
 #define SLOT_WORDS		(ARENA_LOG_SLOT_TEXT / 8)
 
-/* Reserve nslots consecutive positions; returns the first, or -1 when full or contended. */
-static __noinline s64 log_reserve(struct arena_log __arena *log, u32 nslots)
+/*
+ * Reserve nslots consecutive positions; the first goes to *pos. Fails when the ring is
+ * full or too contended. Positions are any u64: user space may have written anything.
+ */
+static __noinline int log_reserve(struct arena_log __arena *log, u32 nslots, u64 *pos)
 {
 	u64 head, tail;
 	int i;
@@ -28,32 +35,29 @@ static __noinline s64 log_reserve(struct arena_log __arena *log, u32 nslots)
 		tail = smp_load_acquire(&log->tail);
 		/* Also catches a tail that user space moved past head. */
 		if (head - tail + nslots > ARENA_LOG_SLOTS)
-			return -1;
-		if (cmpxchg(&log->head, head, head + nslots) == head)
-			return head;
+			return -ENOSPC;
+		if (cmpxchg(&log->head, head, head + nslots) == head) {
+			*pos = head;
+			return 0;
+		}
 	}
-	return -1;
+	return -EBUSY;
 }
 
 __weak int arena_log_commit(int stream, struct arena_log_line *line, long n)
 {
 	struct arena_log __arena *log = &arena_log_ring;
 	struct arena_log_slot __arena *slot;
-	u64 *src = (u64 *)line->text;
 	u32 len, nslots, i, k;
-	s64 pos;
+	u64 *src, pos = 0;
 
 	if (!line)
 		return -EINVAL;
+	src = (u64 *)line->text;
 	if (stream != ARENA_LOG_STDOUT && stream != ARENA_LOG_STDERR)
 		return -EINVAL;
 	if (n <= 0)
 		return n < 0 ? (int)n : -EINVAL;
-
-	if (log->magic != ARENA_LOG_MAGIC) {
-		log->nr_slots = ARENA_LOG_SLOTS;
-		log->magic = ARENA_LOG_MAGIC;
-	}
 
 	/* bpf_snprintf() counts the NUL; a larger n means the line was cut. */
 	len = n - 1;
@@ -63,8 +67,7 @@ __weak int arena_log_commit(int stream, struct arena_log_line *line, long n)
 	}
 	nslots = len / ARENA_LOG_SLOT_TEXT + 1;
 
-	pos = log_reserve(log, nslots);
-	if (pos < 0) {
+	if (log_reserve(log, nslots, &pos)) {
 		atomic_add(&log->dropped, 1);
 		return -ENOSPC;
 	}

@@ -166,8 +166,14 @@ volatile u32 zero __weak;
 /* Make the compiler forget what it knows about var (and stop strength-reducing it). */
 #define barrier_var(var) asm volatile("" : "+r"(var))
 
+#ifdef __BPF__
 #define READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, val) ((*(volatile __typeof__(x) *)&(x)) = (val))
+#else
+/* The host build states the C11 semantics, so ThreadSanitizer can check them. */
+#define READ_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define WRITE_ONCE(x, val) __atomic_store_n(&(x), (val), __ATOMIC_RELAXED)
+#endif
 
 /*
  * Memory ordering. The BPF instruction set of 6.12 has no fence and no load-acquire or
@@ -176,10 +182,6 @@ volatile u32 zero __weak;
  * loads nor stores with stores, so acquire and release need only stop the compiler.
  * Other architectures get a full barrier for each.
  */
-#if defined(__BPF__) || defined(__x86_64__)
-#define __arena_tso 1
-#endif
-
 #ifdef __BPF__
 #define smp_mb()						\
 	({ volatile u64 __mb_dummy = 0;				\
@@ -188,7 +190,12 @@ volatile u32 zero __weak;
 #define smp_mb() __sync_synchronize()
 #endif
 
-#if defined(__arena_tso) && (defined(__TARGET_ARCH_x86) || !defined(__BPF__))
+#ifndef __BPF__
+#define smp_rmb() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define smp_wmb() __atomic_thread_fence(__ATOMIC_RELEASE)
+#define smp_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define smp_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#elif defined(__TARGET_ARCH_x86)
 #define smp_rmb() barrier()
 #define smp_wmb() barrier()
 #define smp_load_acquire(p)					\

@@ -44,7 +44,7 @@ struct arena_log_slot {
 };
 
 struct arena_log {
-	u32 magic;		/* ARENA_LOG_MAGIC once the ring has been used */
+	u32 magic;		/* ARENA_LOG_MAGIC */
 	u32 nr_slots;		/* ARENA_LOG_SLOTS */
 	u64 head;		/* next position to reserve (writers) */
 	u64 tail;		/* next position to read (the user-space reader) */
@@ -61,8 +61,6 @@ struct arena_log_line {
 	char text[ARENA_LOG_LINE_MAX];
 };
 
-#ifdef __BPF__
-
 /*
  * The ring, an arena global of the library (src/log.bpf.c), reached through a call: the
  * 6.12 linker leaves extern arena variables at offset 0 of their section's BTF, and 6.12
@@ -74,6 +72,11 @@ static __always_inline struct arena_log __arena *arena_log_get(void)
 {
 	return (struct arena_log __arena *)arena_log_addr();
 }
+
+/* Copy a formatted line of n bytes (bpf_snprintf's return) into the ring. */
+int arena_log_commit(int stream, struct arena_log_line *line, long n);
+
+#ifdef __BPF__
 
 struct arena_log_scratch {
 	u32 depth;
@@ -87,9 +90,6 @@ struct {
 	__type(key, u32);
 	__type(value, struct arena_log_scratch);
 } arena_log_scratch __weak SEC(".maps");
-
-/* Copy a formatted line of n bytes (bpf_snprintf's return) into the ring. */
-int arena_log_commit(int stream, struct arena_log_line *line, long n);
 
 static __always_inline struct arena_log_scratch *__arena_log_enter(u32 *depth)
 {

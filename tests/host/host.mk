@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# Host-native tests: library sources compiled as ordinary C and run under AddressSanitizer
+# with UndefinedBehaviorSanitizer, and under ThreadSanitizer. Seconds, no VM.
+#
+#   make -f tests/host/host.mk OUTPUT=build/host run
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
+OUTPUT ?= $(ROOT)/build/host
+CC := gcc
+CFLAGS := -g -O1 -Wall -Werror -D_GNU_SOURCE -I$(ROOT)/include -I$(ROOT)/tests/host
+SAN_asan := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_tsan := -fsanitize=thread
+SHIM := -include $(ROOT)/tests/host/host_shim.h
+
+# test name -> library sources it links
+test_common_SRCS :=
+test_log_ring_SRCS := $(ROOT)/src/log.bpf.c $(ROOT)/userspace/log_reader.c
+
+TESTS := test_common test_log_ring
+BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
+
+all: $(BINS)
+
+define host_test
+$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/tests/host/*.h)
+	@mkdir -p $(OUTPUT)
+	@$(CC) $(CFLAGS) $(SAN_$(2)) $(SHIM) -x c $($(1)_SRCS) -x none $$< -o $$@ -lpthread
+endef
+$(foreach t,$(TESTS),$(eval $(call host_test,$(t),asan)) $(eval $(call host_test,$(t),tsan)))
+
+# Every binary runs even when one fails; each prints its "N passed, N failed" line.
+run: $(BINS)
+	@rc=0; for b in $(BINS); do \
+		echo "== host: $$(basename $$b)"; \
+		TSAN_OPTIONS=halt_on_error=1 $$b || rc=1; \
+	done; exit $$rc
+
+.PHONY: all run
