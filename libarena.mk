@@ -56,8 +56,10 @@ USER_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/userspace/*.c))
 
 BPF_ARCH := x86
 BPF_INCLUDES := -I$(LIBARENA_DIR)/include -I$(dir $(VMLINUX_H)) -I$(LIBBPF_INCLUDE)
-BPF_CFLAGS := -g -O2 --target=bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) \
-	-Wall -Werror -Wno-unused-function $(BPF_INCLUDES) $(EXTRA_BPF_CFLAGS)
+# What a user's .bpf.c needs (print-bpf-cflags); our own sources also get WARN_CFLAGS.
+BPF_CFLAGS := -g -O2 --target=bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) $(BPF_INCLUDES) \
+	$(EXTRA_BPF_CFLAGS)
+WARN_CFLAGS := -Wall -Werror -Wno-unused-function
 # The sanitizer instruments arena (address space 1) accesses only, with its shadow in
 # the arena; the runtime lives in the library (src/asan.bpf.c).
 ASAN_FLAGS := -fsanitize=kernel-address -mllvm -asan-instrument-address-spaces=1 \
@@ -66,8 +68,7 @@ ASAN_FLAGS := -fsanitize=kernel-address -mllvm -asan-instrument-address-spaces=1
 	-mllvm -asan-destructor-kind=none -DLIBARENA_ASAN=1
 ASAN_CFLAGS := $(BPF_CFLAGS) $(ASAN_FLAGS)
 
-USER_CFLAGS := -g -O2 -Wall -Werror -I$(LIBARENA_DIR)/include -I$(LIBBPF_INCLUDE) \
-	$(EXTRA_USER_CFLAGS)
+USER_CFLAGS := -g -O2 -I$(LIBARENA_DIR)/include -I$(LIBBPF_INCLUDE) $(EXTRA_USER_CFLAGS)
 USER_LIBS := $(LIBBPF_A) -lelf -lz -lpthread
 
 LIB_OBJ := $(OUTPUT)/libarena.bpf.o
@@ -129,11 +130,11 @@ BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena
 
 $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(ASAN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/obj/%.bpf.o) | $(BPFTOOL)
 	$(Q)$(BPFTOOL) gen object $@ $^
@@ -144,7 +145,7 @@ $(ASAN_LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/asan/obj/%.bpf.o) | $(BPFTOOL)
 # A selftest object is its own program linked with the whole library.
 $(OUTPUT)/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
 
 $(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(BPFTOOL) gen object $@ $^
@@ -152,34 +153,34 @@ $(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
 # Objects the verifier must reject: each shows what a user sees when that happens.
 $(OUTPUT)/tests/load_fail/obj/%.bpf.o: $(LIBARENA_DIR)/tests/load_fail/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/tests/load_fail/%.bpf.o: $(OUTPUT)/tests/load_fail/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
 $(USER_TEST): $(LIBARENA_DIR)/tests/user_test.c $(USER_LIB) $(LIBBPF_A)
-	$(Q)$(HOSTCC) $(USER_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 $(OUTPUT)/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/examples/%.bpf.o: $(OUTPUT)/examples/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
 $(OUTPUT)/examples/%: $(LIBARENA_DIR)/examples/%.c $(USER_LIB) $(LIBBPF_A)
-	$(Q)$(HOSTCC) $(USER_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 $(OUTPUT)/user/%.o: $(LIBARENA_DIR)/userspace/%.c $(LIBBPF_A) \
 		$(wildcard $(LIBARENA_DIR)/include/libarena/*.h)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(HOSTCC) $(USER_CFLAGS) -c $< -o $@
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(USER_LIB): $(patsubst $(LIBARENA_DIR)/userspace/%.c,$(OUTPUT)/user/%.o,$(USER_SRCS))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(RUNNER): $(LIBARENA_DIR)/tests/runner.c $(USER_LIB) $(LIBBPF_A)
-	$(Q)$(HOSTCC) $(USER_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 clean:
 	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples \
