@@ -14,5 +14,6 @@ __weak int arena_get_info(struct arena_get_info_args *args)
 	args->arena_base = args->log & ~0xffffffffull;
 	args->arena_pages = ARENA_PAGES;
 	args->version = LIBARENA_VERSION;
+	args->buddy = arena_buddy_addr();
 	return 0;
 }

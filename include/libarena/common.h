@@ -120,6 +120,15 @@ volatile u32 zero __weak;
 void __arena *bpf_arena_alloc_pages(void *map, void __arena *addr, u32 page_cnt,
 				    int node_id, u64 flags) __ksym __weak;
 void bpf_arena_free_pages(void *map, void __arena *ptr, u32 page_cnt) __ksym __weak;
+void bpf_preempt_disable(void) __ksym __weak;
+void bpf_preempt_enable(void) __ksym __weak;
+
+#ifndef __arg_arena
+#define __arg_arena __attribute((btf_decl_tag("arg:arena")))
+#endif
+#ifndef NUMA_NO_NODE
+#define NUMA_NO_NODE (-1)
+#endif
 
 #else /* !__BPF__: the host build */
 
@@ -139,6 +148,7 @@ typedef int64_t s64;
 
 #define __arena
 #define __arena_global
+#define __arg_arena
 #ifndef __weak
 #define __weak __attribute__((weak))
 #endif
@@ -293,10 +303,12 @@ struct arena_get_info_args {
 	u64 arena_pages;	/* out: size of the arena in pages */
 	u64 log;		/* out: user address of the log buffer (struct arena_log) */
 	u64 version;		/* out: LIBARENA_VERSION */
+	u64 buddy;		/* out: user address of the default allocator (struct buddy) */
 };
 
 #define LIBARENA_VERSION 1
 
 #include <libarena/log.h>
+#include <libarena/buddy.h>
 
 #endif /* __LIBARENA_COMMON_H */

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libarena buddy allocator: power-of-two blocks from 16 bytes to 512 KiB carved out of
+ * 512 KiB chunks, and page runs for anything larger.
+ *
+ *   buddy_init(b)            initialise an allocator (struct buddy in arena memory);
+ *                            -EBUSY if already initialised, -ENOMEM without a first chunk
+ *   buddy_destroy(b)         give every chunk and page run back to the kernel
+ *   buddy_alloc(b, size)     1 byte .. 512 KiB: a block of the next power of two (at
+ *                            least 16 bytes, aligned to its size); larger sizes: whole
+ *                            pages, page aligned. NULL (and a log line) on failure.
+ *   buddy_free(b, ptr)       0; NULL is a no-op; -EINVAL (and a log line) for a double
+ *                            free, a pointer into the middle of a block, a misaligned or
+ *                            foreign pointer
+ *
+ *   arena_malloc(size), arena_calloc(n, size), arena_free(ptr), arena_memset(p, c, n)
+ *                            the same on the library's default allocator, created on
+ *                            first use. All __weak: define your own to override.
+ *
+ * Programs for user space (SEC("syscall")): arena_buddy_reset (destroy, then init the
+ * default allocator), arena_buddy_destroy.
+ *
+ * Linux 6.12 facts that shape it:
+ *   - the arena page kfuncs are sleepable-only, so are these functions (the fast
+ *     per-CPU allocator serves non-sleepable programs);
+ *   - there is no bpf_arena_reserve_pages: the allocator owns a fixed window of the arena
+ *     (offsets BUDDY_WINDOW_START .. BUDDY_WINDOW_END, 2048 chunk slots shared by every
+ *     struct buddy) and a metadata window after it, so any pointer finds its chunk and
+ *     its block's state in O(1). Page runs come from wherever the kernel finds room;
+ *   - global functions return scalars only: buddy_alloc and arena_malloc are inline
+ *     wrappers around functions returning the address as a u64.
+ *
+ * Invariants (src/buddy.bpf.c relies on them):
+ *   - block metadata is one byte per 16-byte unit of a chunk: 0 for a unit that does not
+ *     start a block, BUDDY_META_FREE | order or BUDDY_META_USED | order for one that does;
+ *   - a free block is on exactly one list, free_head[order], linked through its first 16
+ *     bytes; a used block is on none;
+ *   - a chunk is owned by one allocator (chunk_owner in the registry) from the moment its
+ *     pages are allocated until they are freed;
+ *   - every change of lists, metadata and statistics happens under b->lock, with
+ *     preemption disabled; page kfuncs are called only outside it.
+ *
+ * Memory goes back to the kernel: a chunk that becomes entirely free is kept as a spare
+ * while fewer than BUDDY_SPARE_CHUNKS are spare, otherwise its pages are freed. Page runs
+ * are freed at once.
+ */
+#ifndef __LIBARENA_BUDDY_H
+#define __LIBARENA_BUDDY_H
+
+#include <libarena/common.h>
+
+#define BUDDY_MIN_SHIFT		4			/* 16-byte blocks */
+#define BUDDY_MIN_SIZE		(1u << BUDDY_MIN_SHIFT)
+#define BUDDY_ORDERS		16			/* 16 B .. 512 KiB */
+#define BUDDY_MAX_ORDER		(BUDDY_ORDERS - 1)
+#define BUDDY_CHUNK_SHIFT	(BUDDY_MIN_SHIFT + BUDDY_MAX_ORDER)
+#define BUDDY_CHUNK_SIZE	(1u << BUDDY_CHUNK_SHIFT)	/* 512 KiB */
+#define BUDDY_MAX_SIZE		BUDDY_CHUNK_SIZE
+#define BUDDY_CHUNK_PAGES	(BUDDY_CHUNK_SIZE / 4096)
+#define BUDDY_META_SIZE		(BUDDY_CHUNK_SIZE >> BUDDY_MIN_SHIFT)	/* 32 KiB */
+#define BUDDY_META_PAGES	(BUDDY_META_SIZE / 4096)
+
+/* Arena offsets (low 32 bits of a pointer) the allocator owns. */
+#define BUDDY_WINDOW_START	0x80000000u
+#define BUDDY_NR_SLOTS		2048
+#define BUDDY_WINDOW_END	(BUDDY_WINDOW_START + BUDDY_NR_SLOTS * BUDDY_CHUNK_SIZE)
+#define BUDDY_META_START	BUDDY_WINDOW_END
+#define BUDDY_META_END		(BUDDY_META_START + BUDDY_NR_SLOTS * BUDDY_META_SIZE)
+
+#define BUDDY_SPARE_CHUNKS	1
+#define BUDDY_MAGIC		0x42756464u
+#define BUDDY_RUN_MAGIC		0x52756e50u
+
+#define BUDDY_META_FREE		0x80
+#define BUDDY_META_USED		0x40
+#define BUDDY_META_ORDER	0x0f
+
+/* What user space can read through the mmap (libarena_buddy_stats_print()). */
+struct buddy_stats {
+	u64 blocks_in_use[BUDDY_ORDERS];	/* bytes: blocks << (order + 4) */
+	u64 bytes_requested;			/* total asked for by successful allocs */
+	u64 chunks_held;			/* chunks mapped now, spares included */
+	u64 chunks_spare;			/* of those, entirely free */
+	u64 chunks_returned;			/* chunks given back to the kernel */
+	u64 runs_in_use;			/* page runs (allocations > 512 KiB) */
+	u64 run_pages_in_use;
+	u64 pages_returned;			/* pages given back, chunks and runs */
+	u64 allocs, frees;
+	u64 failed_allocs;			/* NULL returned for a valid size */
+	u64 bad_calls;				/* -EINVAL frees, bad sizes */
+	u64 lock_timeouts;
+	u64 corruptions;			/* free lists found damaged, and dropped */
+};
+
+struct buddy {
+	u32 lock;
+	u32 magic;				/* BUDDY_MAGIC while initialised */
+	u32 max_chunks;				/* 0: no limit; set after buddy_init */
+	u32 pad;
+	u64 free_head[BUDDY_ORDERS];		/* user address of the first free block */
+	u64 runs;				/* user address of the first run header */
+	struct buddy_stats stats;
+};
+
+/* Header page in front of each page run. */
+struct buddy_run {
+	u32 magic;				/* BUDDY_RUN_MAGIC while in use */
+	u32 pages;				/* pages of the run, this header included */
+	u64 owner;				/* user address of its struct buddy */
+	u64 next, prev;				/* the owner's list of runs */
+};
+
+int buddy_init(struct buddy __arena *b __arg_arena);
+int buddy_destroy(struct buddy __arena *b __arg_arena);
+u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size);
+int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena);
+
+static __always_inline void __arena *buddy_alloc(struct buddy __arena *b, size_t size)
+{
+	return (void __arena *)buddy_alloc_addr(b, size);
+}
+
+/* The default allocator behind arena_malloc (user address via arena_get_info). */
+u64 arena_buddy_addr(void);
+u64 arena_malloc_addr(u64 size);
+u64 arena_calloc_addr(u64 n, u64 size);
+int arena_free(void __arena *ptr __arg_arena);
+int arena_memset(void __arena *ptr __arg_arena, int c, u64 n);
+
+static __always_inline void __arena *arena_malloc(size_t size)
+{
+	return (void __arena *)arena_malloc_addr(size);
+}
+
+static __always_inline void __arena *arena_calloc(size_t n, size_t size)
+{
+	return (void __arena *)arena_calloc_addr(n, size);
+}
+
+#endif /* __LIBARENA_BUDDY_H */

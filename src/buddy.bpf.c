@@ -1,0 +1,691 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The buddy allocator. include/libarena/buddy.h states the layout and the invariants.
+ * Everything under b->lock runs with preemption disabled and calls static functions
+ * only (6.12 forbids global calls there); page kfuncs and log lines come after unlock.
+ */
+#include <libarena/buddy.h>
+
+#define LOCK_SPINS		(1 << 20)
+#define CLAIM_TRIES		8
+#define RUN_MAX_PAGES		(64u << 8)	/* 64 MiB */
+#define RUNS_MAX		65536		/* bound on walking a run list */
+
+/* Which chunk slots are taken, and by which allocator: shared by every struct buddy. */
+struct buddy_registry {
+	u64 claimed[BUDDY_NR_SLOTS / 64];
+	u64 owner[BUDDY_NR_SLOTS];
+};
+
+struct buddy_registry __arena_global buddy_registry;
+
+/* The default allocator of arena_malloc(), and its one-time initialisation. */
+struct buddy __arena_global arena_buddy;
+u32 __arena_global arena_buddy_state;	/* 0 new, 1 initialising, 2 ready */
+
+struct free_block {
+	u64 next;
+	u64 prev;
+};
+
+/* Failures found under the lock, reported after it. */
+enum {
+	BAD_FOREIGN = 1,
+	BAD_MISALIGNED,
+	BAD_DOUBLE_FREE,
+	BAD_INTERIOR,
+	BAD_METADATA,
+};
+
+static __always_inline u64 arena_base(void)
+{
+	return (u64)&buddy_registry & ~0xffffffffull;
+}
+
+static __always_inline u32 slot_of(u64 addr)
+{
+	return ((u32)addr - BUDDY_WINDOW_START) >> BUDDY_CHUNK_SHIFT;
+}
+
+static __always_inline u64 chunk_addr(u32 slot)
+{
+	return arena_base() + BUDDY_WINDOW_START + ((u64)slot << BUDDY_CHUNK_SHIFT);
+}
+
+static __always_inline u64 meta_addr(u32 slot)
+{
+	return arena_base() + BUDDY_META_START + (u64)slot * BUDDY_META_SIZE;
+}
+
+static __always_inline bool in_window(u64 addr)
+{
+	u32 off = addr;
+
+	return (addr & ~0xffffffffull) == arena_base() && off >= BUDDY_WINDOW_START &&
+	       off < BUDDY_WINDOW_END;
+}
+
+/* The metadata byte of the 16-byte unit at addr (addr inside the window). */
+static __always_inline u8 __arena *meta_of(u64 addr)
+{
+	u32 unit = ((u32)addr & (BUDDY_CHUNK_SIZE - 1)) >> BUDDY_MIN_SHIFT;
+
+	return (u8 __arena *)(meta_addr(slot_of(addr)) + unit);
+}
+
+static __always_inline u32 size_to_order(u64 size)
+{
+	u64 units = (size + BUDDY_MIN_SIZE - 1) >> BUDDY_MIN_SHIFT;
+
+	return arena_fls(units - 1);
+}
+
+static __always_inline int buddy_lock(struct buddy __arena *b)
+{
+	int i;
+
+	bpf_preempt_disable();
+	for (i = zero; i < LOCK_SPINS && can_loop; i++)
+		if (!READ_ONCE(b->lock) && cmpxchg(&b->lock, 0, 1) == 0)
+			return 0;
+	bpf_preempt_enable();
+	atomic_add(&b->stats.lock_timeouts, 1);
+	return -ETIMEDOUT;
+}
+
+static __always_inline void buddy_unlock(struct buddy __arena *b)
+{
+	smp_store_release(&b->lock, 0);
+	bpf_preempt_enable();
+}
+
+/* A free block of this order that b may touch: anything else is corruption. */
+static __noinline bool valid_free(struct buddy __arena *b, u64 addr, u32 order)
+{
+	if (!in_window(addr) || (addr & (BUDDY_MIN_SIZE - 1)))
+		return false;
+	if (buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)b)
+		return false;
+	return *meta_of(addr) == (BUDDY_META_FREE | order);
+}
+
+static __noinline void list_push(struct buddy __arena *b, u32 order, u64 addr)
+{
+	struct free_block __arena *f = (struct free_block __arena *)addr;
+	u64 head;
+
+	order &= BUDDY_META_ORDER;
+	head = b->free_head[order];
+	f->next = head;
+	f->prev = 0;
+	if (head)
+		((struct free_block __arena *)head)->prev = addr;
+	b->free_head[order] = addr;
+}
+
+/* Drop a list whose links cannot be trusted: its blocks leak, nothing is overwritten. */
+static __noinline void list_drop(struct buddy __arena *b, u32 order)
+{
+	b->free_head[order & BUDDY_META_ORDER] = 0;
+	b->stats.corruptions++;
+}
+
+static __noinline int list_unlink(struct buddy __arena *b, u32 order, u64 addr)
+{
+	struct free_block __arena *f = (struct free_block __arena *)addr;
+	u64 next = f->next, prev = f->prev;
+
+	order &= BUDDY_META_ORDER;
+	if ((next && !valid_free(b, next, order)) || (prev && !valid_free(b, prev, order)) ||
+	    (!prev && b->free_head[order] != addr)) {
+		list_drop(b, order);
+		return -EUCLEAN;
+	}
+	if (prev)
+		((struct free_block __arena *)prev)->next = next;
+	else
+		b->free_head[order] = next;
+	if (next)
+		((struct free_block __arena *)next)->prev = prev;
+	return 0;
+}
+
+/* Take the first block of an order's list, or 0. */
+static __noinline u64 list_pop(struct buddy __arena *b, u32 order)
+{
+	u64 addr;
+
+	order &= BUDDY_META_ORDER;
+	addr = b->free_head[order];
+	if (!addr)
+		return 0;
+	if (!valid_free(b, addr, order) || list_unlink(b, order, addr)) {
+		list_drop(b, order);
+		return 0;
+	}
+	return addr;
+}
+
+static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
+{
+	u64 addr = 0, half;
+	u32 o;
+
+	for (o = order; o < BUDDY_ORDERS && can_loop; o++) {
+		addr = list_pop(b, o);
+		if (addr)
+			break;
+	}
+	if (!addr)
+		return 0;
+	if (o == BUDDY_MAX_ORDER)
+		b->stats.chunks_spare--;
+	/* Split: keep the lower half, free the upper one, until the size fits. */
+	while (o > order && can_loop) {
+		o--;
+		half = addr + ((u64)BUDDY_MIN_SIZE << o);
+		*meta_of(half) = BUDDY_META_FREE | o;
+		list_push(b, o, half);
+	}
+	*meta_of(addr) = BUDDY_META_USED | (order & BUDDY_META_ORDER);
+	b->stats.blocks_in_use[order & BUDDY_META_ORDER]++;
+	b->stats.bytes_requested += size;
+	b->stats.allocs++;
+	return addr;
+}
+
+/*
+ * Free a block, merging it with free buddies. Returns 0 or a BAD_* reason. When the
+ * whole chunk ends up free and spares are plentiful, the chunk is taken out of the
+ * allocator and its slot + 1 left in *release for the caller to give back.
+ */
+static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *order_out,
+				  u32 *release)
+{
+	u32 slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1), o;
+	u64 chunk = chunk_addr(slot), off, buddy;
+	u8 m;
+
+	if (buddy_registry.owner[slot] != (u64)b)
+		return BAD_FOREIGN;
+	if (addr & (BUDDY_MIN_SIZE - 1))
+		return BAD_MISALIGNED;
+	m = *meta_of(addr);
+	if (m & BUDDY_META_FREE)
+		return BAD_DOUBLE_FREE;
+	if (!(m & BUDDY_META_USED))
+		return BAD_INTERIOR;
+	o = m & BUDDY_META_ORDER;
+	off = addr - chunk;
+	if (off & (((u64)BUDDY_MIN_SIZE << o) - 1))
+		return BAD_METADATA;
+	*order_out = o;
+	b->stats.blocks_in_use[o]--;
+	b->stats.frees++;
+	*meta_of(addr) = 0;
+
+	while (o < BUDDY_MAX_ORDER && can_loop) {
+		buddy = chunk + (off ^ ((u64)BUDDY_MIN_SIZE << o));
+		if (*meta_of(buddy) != (BUDDY_META_FREE | o) || list_unlink(b, o, buddy))
+			break;
+		*meta_of(buddy) = 0;
+		off &= ~((u64)BUDDY_MIN_SIZE << o);
+		o++;
+	}
+	if (o == BUDDY_MAX_ORDER) {
+		if (b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS) {
+			/* Enough spares: this chunk goes back to the kernel. */
+			b->stats.chunks_held--;
+			*release = slot + 1;
+			return 0;
+		}
+		b->stats.chunks_spare++;
+	}
+	*meta_of(chunk + off) = BUDDY_META_FREE | o;
+	list_push(b, o, chunk + off);
+	return 0;
+}
+
+static __noinline void release_slot(u32 slot)
+{
+	slot &= BUDDY_NR_SLOTS - 1;
+	buddy_registry.owner[slot] = 0;
+	atomic_fetch_and(&buddy_registry.claimed[slot / 64], ~(1ull << (slot % 64)));
+}
+
+/* Give a chunk's pages back; the slot is free for anyone afterwards. */
+static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
+{
+	slot &= BUDDY_NR_SLOTS - 1;
+	bpf_arena_free_pages(&arena, (void __arena *)chunk_addr(slot), BUDDY_CHUNK_PAGES);
+	bpf_arena_free_pages(&arena, (void __arena *)meta_addr(slot), BUDDY_META_PAGES);
+	release_slot(slot);
+	atomic_add(&b->stats.chunks_returned, 1);
+	atomic_add(&b->stats.pages_returned, BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
+}
+
+/* Claim a free chunk slot: the lowest clear bit of the registry, by compare-and-swap. */
+static __noinline int claim_slot(void)
+{
+	u64 bits, bit;
+	int w, tries;
+
+	for (w = zero; w < BUDDY_NR_SLOTS / 64 && can_loop; w++) {
+		for (tries = 0; tries < 16 && can_loop; tries++) {
+			bits = READ_ONCE(buddy_registry.claimed[w & 31]);
+			if (bits == ~0ull)
+				break;
+			bit = ~bits & (bits + 1);
+			if (cmpxchg(&buddy_registry.claimed[w & 31], bits, bits | bit) == bits)
+				return w * 64 + arena_fls(bit) - 1;
+		}
+	}
+	return -ENOMEM;
+}
+
+/* Map a new chunk and its metadata, and hand its one big block to b. Sleepable. */
+static __noinline int add_chunk(struct buddy __arena *b)
+{
+	void __arena *data, *meta;
+	int slot, i;
+
+	if (b->max_chunks && b->stats.chunks_held >= b->max_chunks)
+		return -ENOMEM;
+	for (i = zero; i < CLAIM_TRIES && can_loop; i++) {
+		slot = claim_slot();
+		if (slot < 0)
+			return -ENOMEM;
+		data = bpf_arena_alloc_pages(&arena, (void __arena *)chunk_addr(slot),
+					     BUDDY_CHUNK_PAGES, NUMA_NO_NODE, 0);
+		meta = bpf_arena_alloc_pages(&arena, (void __arena *)meta_addr(slot),
+					     BUDDY_META_PAGES, NUMA_NO_NODE, 0);
+		if (data && meta) {
+			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
+			if (buddy_lock(b))
+				goto undo;
+			*(u8 __arena *)meta = BUDDY_META_FREE | BUDDY_MAX_ORDER;
+			list_push(b, BUDDY_MAX_ORDER, (u64)data);
+			b->stats.chunks_held++;
+			b->stats.chunks_spare++;
+			buddy_unlock(b);
+			return 0;
+		}
+		/*
+		 * Someone else maps pages there (user space touching the window faults pages
+		 * in, for one): leave the slot claimed so nobody tries it again, try another.
+		 */
+		if (data)
+			bpf_arena_free_pages(&arena, data, BUDDY_CHUNK_PAGES);
+		if (meta)
+			bpf_arena_free_pages(&arena, meta, BUDDY_META_PAGES);
+	}
+	return -ENOMEM;
+undo:
+	bpf_arena_free_pages(&arena, data, BUDDY_CHUNK_PAGES);
+	bpf_arena_free_pages(&arena, meta, BUDDY_META_PAGES);
+	release_slot(slot);
+	return -ETIMEDOUT;
+}
+
+static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
+{
+	u32 pages = (size + 4095) / 4096 + 1;
+	struct buddy_run __arena *run;
+	u64 addr, end;
+
+	run = bpf_arena_alloc_pages(&arena, NULL, pages, NUMA_NO_NODE, 0);
+	if (!run)
+		return 0;
+	addr = (u64)run;
+	end = (u32)addr + (u64)pages * 4096;
+	/* The kernel placed it inside our window: the arena is full below it. */
+	if (end > BUDDY_WINDOW_START && (u32)addr < BUDDY_META_END) {
+		bpf_arena_free_pages(&arena, run, pages);
+		return 0;
+	}
+	run->magic = BUDDY_RUN_MAGIC;
+	run->pages = pages;
+	run->owner = (u64)b;
+	run->prev = 0;
+	if (buddy_lock(b)) {
+		bpf_arena_free_pages(&arena, run, pages);
+		return 0;
+	}
+	run->next = b->runs;
+	if (b->runs)
+		((struct buddy_run __arena *)b->runs)->prev = addr;
+	b->runs = addr;
+	b->stats.runs_in_use++;
+	b->stats.run_pages_in_use += pages;
+	b->stats.bytes_requested += size;
+	b->stats.allocs++;
+	buddy_unlock(b);
+	return addr + 4096;
+}
+
+static __noinline int free_run(struct buddy __arena *b, u64 addr)
+{
+	struct buddy_run __arena *run = (struct buddy_run __arena *)(addr - 4096);
+	u32 pages;
+
+	if (addr & 4095)
+		return -EINVAL;
+	/* An unmapped header page reads as zeroes: not ours, or freed already. */
+	if (run->magic != BUDDY_RUN_MAGIC || run->owner != (u64)b)
+		return -EINVAL;
+	pages = run->pages;
+	if (pages < 2 || pages > RUN_MAX_PAGES + 1)
+		return -EINVAL;
+	if (buddy_lock(b))
+		return -ETIMEDOUT;
+	if (run->prev)
+		((struct buddy_run __arena *)run->prev)->next = run->next;
+	else
+		b->runs = run->next;
+	if (run->next)
+		((struct buddy_run __arena *)run->next)->prev = run->prev;
+	run->magic = 0;
+	b->stats.runs_in_use--;
+	b->stats.run_pages_in_use -= pages;
+	b->stats.frees++;
+	buddy_unlock(b);
+	bpf_arena_free_pages(&arena, run, pages);
+	atomic_add(&b->stats.pages_returned, pages);
+	return 0;
+}
+
+static __always_inline bool buddy_ready(struct buddy __arena *b)
+{
+	return b && b->magic == BUDDY_MAGIC;
+}
+
+__weak int buddy_init(struct buddy __arena *b __arg_arena)
+{
+	int i, err;
+
+	arena_subprog_init();
+	if (!b)
+		return -EINVAL;
+	if (b->magic == BUDDY_MAGIC) {
+		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
+		return -EBUSY;
+	}
+	b->lock = 0;
+	b->max_chunks = 0;
+	for (i = zero; i < BUDDY_ORDERS && can_loop; i++) {
+		b->free_head[i & BUDDY_META_ORDER] = 0;
+		b->stats.blocks_in_use[i & BUDDY_META_ORDER] = 0;
+	}
+	b->runs = 0;
+	b->stats.bytes_requested = b->stats.chunks_held = b->stats.chunks_spare = 0;
+	b->stats.chunks_returned = b->stats.runs_in_use = b->stats.run_pages_in_use = 0;
+	b->stats.pages_returned = b->stats.allocs = b->stats.frees = 0;
+	b->stats.failed_allocs = b->stats.bad_calls = b->stats.lock_timeouts = 0;
+	b->stats.corruptions = 0;
+	b->magic = BUDDY_MAGIC;
+	err = add_chunk(b);
+	if (err) {
+		b->magic = 0;
+		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+__weak int buddy_destroy(struct buddy __arena *b __arg_arena)
+{
+	struct buddy_run __arena *run;
+	u64 next, self = (u64)b;
+	int i;
+
+	arena_subprog_init();
+	if (!buddy_ready(b)) {
+		arena_stderr("buddy_destroy: %llx is not an initialised allocator", self);
+		return -EINVAL;
+	}
+	if (buddy_lock(b)) {
+		arena_stderr("buddy_destroy: lock timeout on %llx", self);
+		return -ETIMEDOUT;
+	}
+	b->magic = 0;		/* from here on, every call on b fails */
+	buddy_unlock(b);
+
+	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
+		if (buddy_registry.owner[i & (BUDDY_NR_SLOTS - 1)] == self) {
+			release_chunk(b, i);
+			b->stats.chunks_held--;
+		}
+	}
+	next = b->runs;
+	for (i = zero; next && i < RUNS_MAX && can_loop; i++) {
+		run = (struct buddy_run __arena *)next;
+		next = run->next;
+		if (run->magic != BUDDY_RUN_MAGIC || run->owner != self ||
+		    run->pages < 2 || run->pages > RUN_MAX_PAGES + 1)
+			break;
+		run->magic = 0;
+		b->stats.pages_returned += run->pages;
+		bpf_arena_free_pages(&arena, run, run->pages);
+	}
+	b->runs = 0;
+	for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
+		b->free_head[i & BUDDY_META_ORDER] = 0;
+	b->stats.chunks_spare = 0;
+	b->stats.runs_in_use = b->stats.run_pages_in_use = 0;
+	return 0;
+}
+
+__weak u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size)
+{
+	u32 order;
+	u64 addr;
+	int i, err;
+
+	arena_subprog_init();
+	if (!buddy_ready(b)) {
+		arena_stderr("buddy_alloc: %llx is not an initialised allocator", (u64)b);
+		return 0;
+	}
+	if (!size || size > (u64)RUN_MAX_PAGES * 4096) {
+		atomic_add(&b->stats.bad_calls, 1);
+		arena_stderr("buddy_alloc: size %llu out of range (1 .. %llu)", size,
+			     (u64)RUN_MAX_PAGES * 4096);
+		return 0;
+	}
+	if (size > BUDDY_MAX_SIZE) {
+		addr = alloc_run(b, size);
+		if (!addr) {
+			atomic_add(&b->stats.failed_allocs, 1);
+			arena_stderr("buddy_alloc: no pages for %llu bytes", size);
+		}
+		return addr;
+	}
+	order = size_to_order(size);
+	/* At most: the lists are empty, a chunk comes, someone else takes it, once more. */
+	for (i = zero; i < 3 && can_loop; i++) {
+		if (buddy_lock(b)) {
+			arena_stderr("buddy_alloc: lock timeout on %llx", (u64)b);
+			return 0;
+		}
+		addr = alloc_locked(b, order, size);
+		buddy_unlock(b);
+		if (addr)
+			return addr;
+		err = add_chunk(b);
+		if (err)
+			break;
+	}
+	atomic_add(&b->stats.failed_allocs, 1);
+	arena_stderr("buddy_alloc: out of memory for %llu bytes", size);
+	return 0;
+}
+
+__weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena)
+{
+	u64 addr = (u64)ptr;
+	u32 order = 0, release = 0;
+	int bad;
+
+	arena_subprog_init();
+	if (!ptr)
+		return 0;
+	if (!buddy_ready(b)) {
+		arena_stderr("buddy_free: %llx is not an initialised allocator", (u64)b);
+		return -EINVAL;
+	}
+	if (!in_window(addr)) {
+		bad = free_run(b, addr);
+		if (bad == -ETIMEDOUT) {
+			arena_stderr("buddy_free: lock timeout on %llx", (u64)b);
+		} else if (bad) {
+			atomic_add(&b->stats.bad_calls, 1);
+			arena_stderr("buddy_free: %llx was not allocated by %llx "
+				     "(foreign pointer or double free)", addr, (u64)b);
+		}
+		return bad ? bad : 0;
+	}
+	if (buddy_lock(b)) {
+		arena_stderr("buddy_free: lock timeout on %llx", (u64)b);
+		return -ETIMEDOUT;
+	}
+	bad = free_locked(b, addr, &order, &release);
+	if (bad)
+		b->stats.bad_calls++;
+	buddy_unlock(b);
+
+	switch (bad) {
+	case 0:
+		break;
+	case BAD_FOREIGN:
+		arena_stderr("buddy_free: %llx is in a chunk %llx does not own", addr, (u64)b);
+		return -EINVAL;
+	case BAD_MISALIGNED:
+		arena_stderr("buddy_free: %llx is not 16-byte aligned", addr);
+		return -EINVAL;
+	case BAD_DOUBLE_FREE:
+		arena_stderr("buddy_free: double free of %llx", addr);
+		return -EINVAL;
+	case BAD_INTERIOR:
+		arena_stderr("buddy_free: %llx points into a block or to unallocated memory",
+			     addr);
+		return -EINVAL;
+	default:
+		arena_stderr("buddy_free: metadata of %llx is corrupted", addr);
+		return -EINVAL;
+	}
+	if (release)
+		release_chunk(b, release - 1);
+	return 0;
+}
+
+/* The default allocator: initialised by the first caller, exactly once. */
+static __noinline int default_ready(void)
+{
+	int i, err;
+
+	if (READ_ONCE(arena_buddy_state) == 2)
+		return 0;
+	if (cmpxchg(&arena_buddy_state, 0, 1) == 0) {
+		err = buddy_init(&arena_buddy);
+		WRITE_ONCE(arena_buddy_state, err ? 0 : 2);
+		return err;
+	}
+	for (i = zero; i < LOCK_SPINS && can_loop; i++)
+		if (READ_ONCE(arena_buddy_state) == 2)
+			return 0;
+	return -ETIMEDOUT;
+}
+
+__weak u64 arena_buddy_addr(void)
+{
+	return (u64)&arena_buddy;
+}
+
+__weak u64 arena_malloc_addr(u64 size)
+{
+	if (default_ready()) {
+		arena_stderr("arena_malloc: the default allocator is not available");
+		return 0;
+	}
+	return buddy_alloc_addr(&arena_buddy, size);
+}
+
+__weak int arena_free(void __arena *ptr __arg_arena)
+{
+	if (!ptr)
+		return 0;
+	if (READ_ONCE(arena_buddy_state) != 2) {
+		arena_stderr("arena_free: %llx: nothing was allocated yet", (u64)ptr);
+		return -EINVAL;
+	}
+	return buddy_free(&arena_buddy, ptr);
+}
+
+__weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
+{
+	u64 __arena *w = ptr;
+	u8 __arena *p = ptr;
+	u64 word = (u8)c, i;
+
+	if (!ptr)
+		return -EINVAL;
+	word |= word << 8;
+	word |= word << 16;
+	word |= word << 32;
+	if (((u64)ptr & 7) == 0) {
+		for (i = zero; i < n / 8 && can_loop; i++)
+			w[i] = word;
+		i *= 8;
+	} else {
+		i = 0;
+	}
+	for (; i < n && can_loop; i++)
+		p[i] = c;
+	return i == n ? 0 : -E2BIG;
+}
+
+__weak u64 arena_calloc_addr(u64 n, u64 size)
+{
+	u64 addr, limit;
+
+	if (size) {
+		limit = ~0ull / size;
+		/* Else clang turns the test into a 128-bit multiply BPF does not have. */
+		barrier_var(limit);
+	}
+	if (size && n > limit) {
+		arena_stderr("arena_calloc: %llu x %llu bytes overflows", n, size);
+		return 0;
+	}
+	addr = arena_malloc_addr(n * size);
+	if (addr && arena_memset((void __arena *)addr, 0, n * size)) {
+		arena_free((void __arena *)addr);
+		return 0;
+	}
+	return addr;
+}
+
+SEC("syscall")
+__weak int arena_buddy_reset(void *ctx)
+{
+	int err;
+
+	if (READ_ONCE(arena_buddy_state) == 2) {
+		err = buddy_destroy(&arena_buddy);
+		if (err)
+			return err;
+	}
+	arena_buddy_state = 0;
+	return default_ready();
+}
+
+SEC("syscall")
+__weak int arena_buddy_destroy(void *ctx)
+{
+	int err = 0;
+
+	if (READ_ONCE(arena_buddy_state) == 2)
+		err = buddy_destroy(&arena_buddy);
+	arena_buddy_state = 0;
+	return err;
+}

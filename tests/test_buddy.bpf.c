@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The buddy allocator: life cycle, every order, odd sizes, alignment, scrambled frees back
+ * to a clean state, exhaustion and recovery, page runs, every bad input, arena_malloc and
+ * friends, and a parallel stress test. Each test makes its own allocator.
+ */
+#include <libarena/common.h>
+#include <libarena/test.h>
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+struct buddy __arena_global tb;
+struct buddy __arena_global tb2;
+
+#define NR_PTRS 512
+u64 __arena_global ptrs[NR_PTRS];
+u64 __arena_global sizes[NR_PTRS];
+
+static __always_inline u64 next_rand(u64 *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* A fresh allocator whatever earlier tests left behind. */
+static __noinline int fresh(struct buddy __arena *b)
+{
+	if (b->magic == BUDDY_MAGIC)
+		buddy_destroy(b);
+	return buddy_init(b);
+}
+
+/* Write a pattern derived from (addr, tag) over size bytes, then check it. */
+static __noinline int fill(u64 addr, u64 size, u64 tag)
+{
+	u64 __arena *w = (u64 __arena *)addr;
+	u8 __arena *p = (u8 __arena *)addr;
+	u64 i, n = size / 8;
+
+	for (i = zero; i < n && can_loop; i++)
+		w[i] = addr ^ tag ^ i;
+	for (i = n * 8; i < size && can_loop; i++)
+		p[i] = (u8)(tag + i);
+	return i == size ? 0 : -E2BIG;
+}
+
+static __noinline int verify(u64 addr, u64 size, u64 tag)
+{
+	u64 __arena *w = (u64 __arena *)addr;
+	u8 __arena *p = (u8 __arena *)addr;
+	u64 i, n = size / 8;
+
+	for (i = zero; i < n && can_loop; i++)
+		if (w[i] != (addr ^ tag ^ i)) {
+			arena_stderr("verify: %llx + %llu: pattern broken", addr, i * 8);
+			return -EUCLEAN;
+		}
+	for (i = n * 8; i < size && can_loop; i++)
+		if (p[i] != (u8)(tag + i))
+			return -EUCLEAN;
+	return i == size ? 0 : -E2BIG;
+}
+
+static __noinline u64 blocks_in_use(struct buddy __arena *b)
+{
+	u64 n = 0;
+	int i;
+
+	for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
+		n += b->stats.blocks_in_use[i & BUDDY_META_ORDER];
+	return n;
+}
+
+SEC("syscall")
+int test_buddy_init_destroy_many(struct arena_test_ctx *ctx)
+{
+	u64 returned;
+	void __arena *p;
+	int i;
+
+	if (tb.magic == BUDDY_MAGIC)
+		buddy_destroy(&tb);
+	for (i = zero; i < 20 && can_loop; i++) {
+		ARENA_ASSERT_EQ(buddy_init(&tb), 0);
+		ARENA_ASSERT_EQ(buddy_init(&tb), -EBUSY);
+		ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+		returned = tb.stats.chunks_returned;
+		p = buddy_alloc(&tb, 100);
+		ARENA_ASSERT(p);
+		ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+		ARENA_ASSERT_EQ(tb.stats.chunks_returned, returned + 1);
+		ARENA_ASSERT_EQ(tb.stats.chunks_held, 0);
+		ARENA_ASSERT_EQ(buddy_destroy(&tb), -EINVAL);
+		ARENA_ASSERT(!buddy_alloc(&tb, 16));
+		ARENA_ASSERT_EQ(buddy_free(&tb, p), -EINVAL);
+	}
+	ARENA_ASSERT_EQ(i, 20);
+	return 0;
+}
+
+SEC("syscall")
+int test_buddy_every_order(struct arena_test_ctx *ctx)
+{
+	u64 size, addr;
+	int o;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	for (o = zero; o < BUDDY_ORDERS && can_loop; o++) {
+		size = (u64)BUDDY_MIN_SIZE << o;
+		addr = (u64)buddy_alloc(&tb, size);
+		ARENA_ASSERT(addr);
+		/* A block is aligned to its size (and always to 8 bytes). */
+		ARENA_ASSERT_EQ(addr & (size - 1), 0);
+		ARENA_ASSERT_EQ(tb.stats.blocks_in_use[o & BUDDY_META_ORDER], 1);
+		ARENA_ASSERT_EQ(fill(addr, size, o), 0);
+		ARENA_ASSERT_EQ(verify(addr, size, o), 0);
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)addr), 0);
+		ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	}
+	ARENA_ASSERT_EQ(o, BUDDY_ORDERS);
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+static const u64 odd_sizes[] = { 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 317, 1000, 1023,
+				 4095, 4097, 10000, 65537, 300000, 524287, 524288 };
+
+SEC("syscall")
+int test_buddy_odd_sizes(struct arena_test_ctx *ctx)
+{
+	u32 n = ARRAY_SIZE(odd_sizes), i;
+	u64 size;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	/* All live at once, then verified and freed: no block overlaps another. */
+	for (i = zero; i < n && can_loop; i++) {
+		barrier_var(i);
+		if (i >= ARRAY_SIZE(odd_sizes))
+			break;
+		size = odd_sizes[i];
+		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc(&tb, size);
+		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
+		ARENA_ASSERT_EQ(ptrs[i & (NR_PTRS - 1)] & 7, 0);
+		ARENA_ASSERT_EQ(fill(ptrs[i & (NR_PTRS - 1)], size, i), 0);
+	}
+	for (i = zero; i < n && can_loop; i++) {
+		barrier_var(i);
+		if (i >= ARRAY_SIZE(odd_sizes))
+			break;
+		ARENA_ASSERT_EQ(verify(ptrs[i & (NR_PTRS - 1)], odd_sizes[i], i), 0);
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
+	}
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+SEC("syscall")
+int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
+{
+	u64 x = ctx->seed | 1, size, held, t;
+	u32 i, j;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	for (i = zero; i < NR_PTRS && can_loop; i++) {
+		/* Mostly small, some up to 64 KiB: several chunks get used. */
+		size = 1 + next_rand(&x) % ((next_rand(&x) & 7) ? 512 : 65536);
+		sizes[i & (NR_PTRS - 1)] = size;
+		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc(&tb, size);
+		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
+		ARENA_ASSERT_EQ(fill(ptrs[i & (NR_PTRS - 1)], size < 64 ? size : 64, i), 0);
+	}
+	held = tb.stats.chunks_held;
+	ARENA_ASSERT(held >= 2);
+	/* A random permutation of the frees. */
+	for (i = zero; i < NR_PTRS && can_loop; i++) {
+		j = i + next_rand(&x) % (NR_PTRS - i);
+		t = ptrs[i & (NR_PTRS - 1)];
+		ptrs[i & (NR_PTRS - 1)] = ptrs[j & (NR_PTRS - 1)];
+		ptrs[j & (NR_PTRS - 1)] = t;
+		t = sizes[i & (NR_PTRS - 1)];
+		sizes[i & (NR_PTRS - 1)] = sizes[j & (NR_PTRS - 1)];
+		sizes[j & (NR_PTRS - 1)] = t;
+	}
+	for (i = zero; i < NR_PTRS && can_loop; i++)
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
+	ARENA_ASSERT_EQ(i, NR_PTRS);
+	/* Clean: nothing in use, one spare chunk kept, every other chunk given back. */
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_returned, held - 1);
+	/* Fully merged: the spare serves a whole-chunk block without a new chunk. */
+	ARENA_ASSERT(buddy_alloc(&tb, BUDDY_MAX_SIZE));
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+	arena_stdout("scrambled: %u blocks over %llu chunks, all merged back", NR_PTRS, held);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+SEC("syscall")
+int test_buddy_exhaustion_and_recovery(struct arena_test_ctx *ctx)
+{
+	u32 i, n;
+	u64 p;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	tb.max_chunks = 3;
+	n = zero;	/* an opaque start keeps the verifier from tracking every value */
+	for (i = zero; i < 64 && can_loop; i++) {
+		p = (u64)buddy_alloc(&tb, 200000);	/* 256 KiB blocks: 2 per chunk */
+		if (!p)
+			break;
+		ptrs[i & (NR_PTRS - 1)] = p;
+		n++;
+	}
+	ARENA_ASSERT_EQ(n, 6);
+	ARENA_ASSERT_EQ(tb.stats.failed_allocs, 1);
+	/* Small blocks fail too now: there is no room anywhere. */
+	ARENA_ASSERT(!buddy_alloc(&tb, 16));
+	for (i = zero; i < n && can_loop; i++)
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
+	/* Recovered: all of it can be had again. */
+	for (i = zero; i < n && can_loop; i++) {
+		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc(&tb, 200000);
+		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
+	}
+	for (i = zero; i < n && can_loop; i++)
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+SEC("syscall")
+int test_buddy_page_runs(struct arena_test_ctx *ctx)
+{
+	static const u64 run_sizes[] = { BUDDY_MAX_SIZE + 1, 600000, 1 << 20, 3 << 20 };
+	u64 p, size, returned;
+	u32 i;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	returned = tb.stats.pages_returned;
+	for (i = zero; i < ARRAY_SIZE(run_sizes) && can_loop; i++) {
+		barrier_var(i);
+		size = run_sizes[i & 3];
+		p = (u64)buddy_alloc(&tb, size);
+		ARENA_ASSERT(p);
+		ARENA_ASSERT_EQ(p & 4095, 0);
+		ptrs[i & (NR_PTRS - 1)] = p;
+		*(u64 __arena *)p = size;
+		*(u8 __arena *)(p + size - 1) = 0x5a;
+	}
+	ARENA_ASSERT_EQ(tb.stats.runs_in_use, 4);
+	for (i = zero; i < ARRAY_SIZE(run_sizes) && can_loop; i++) {
+		p = ptrs[i & (NR_PTRS - 1)];
+		barrier_var(i);
+		size = run_sizes[i & 3];
+		ARENA_ASSERT_EQ(*(u64 __arena *)p, size);
+		ARENA_ASSERT_EQ(*(u8 __arena *)(p + size - 1), 0x5a);
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+		/* The run's pages are gone: a second free finds no header. */
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), -EINVAL);
+	}
+	ARENA_ASSERT_EQ(tb.stats.runs_in_use, 0);
+	ARENA_ASSERT_EQ(tb.stats.run_pages_in_use, 0);
+	ARENA_ASSERT(tb.stats.pages_returned > returned + (5 << 20) / 4096);
+	/* A run left allocated is freed by destroy. */
+	ARENA_ASSERT(buddy_alloc(&tb, 2 << 20));
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+u64 __arena_global not_from_buddy[4];
+
+SEC("syscall")
+int test_buddy_bad_input(struct arena_test_ctx *ctx)
+{
+	u64 p, q, used;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	ARENA_ASSERT_EQ(fresh(&tb2), 0);
+	p = (u64)buddy_alloc(&tb, 64);
+	q = (u64)buddy_alloc(&tb, 64);
+	ARENA_ASSERT(p && q);
+	used = blocks_in_use(&tb);
+
+	ARENA_ASSERT_EQ(buddy_free(&tb, NULL), 0);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)(p + 1)), -EINVAL);	/* misaligned */
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)(p + 16)), -EINVAL);	/* interior */
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)(p + 8)), -EINVAL);
+	ARENA_ASSERT_EQ(buddy_free(&tb2, (void __arena *)p), -EINVAL);	/* other allocator */
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)&not_from_buddy[0]), -EINVAL);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)(p + (1 << 20))), -EINVAL);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), used);		/* nothing was lost */
+
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), -EINVAL);	/* double free */
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), used - 1);
+	ARENA_ASSERT_EQ(tb.stats.bad_calls, 6);
+	ARENA_ASSERT_EQ(tb2.stats.bad_calls, 1);
+
+	ARENA_ASSERT(!buddy_alloc(&tb, 0));
+	ARENA_ASSERT(!buddy_alloc(&tb, 1ull << 40));
+	ARENA_ASSERT(!buddy_alloc(NULL, 16));
+	ARENA_ASSERT_EQ(buddy_init(&tb), -EBUSY);
+	ARENA_ASSERT_EQ(buddy_init(NULL), -EINVAL);
+
+	/* Still works, and q is intact. */
+	ARENA_ASSERT(buddy_alloc(&tb, 64));
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb2), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+SEC("syscall")
+int test_arena_malloc_calloc_memset(struct arena_test_ctx *ctx)
+{
+	u8 __arena *p, *q;
+	u64 i;
+
+	p = arena_malloc(300);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(arena_memset(p, 0xab, 300), 0);
+	for (i = zero; i < 300 && can_loop; i++)
+		ARENA_ASSERT_EQ(p[i], 0xab);
+	ARENA_ASSERT_EQ(arena_memset(p + 3, 0x11, 5), 0);		/* unaligned */
+	ARENA_ASSERT_EQ(p[2], 0xab);
+	ARENA_ASSERT_EQ(p[3], 0x11);
+	ARENA_ASSERT_EQ(p[7], 0x11);
+	ARENA_ASSERT_EQ(p[8], 0xab);
+	ARENA_ASSERT_EQ(arena_free(p), 0);
+	/* The same block comes back dirty from malloc, clean from calloc. */
+	q = arena_calloc(30, 10);
+	ARENA_ASSERT(q);
+	for (i = zero; i < 300 && can_loop; i++)
+		ARENA_ASSERT_EQ(q[i], 0);
+	ARENA_ASSERT_EQ(arena_free(q), 0);
+	ARENA_ASSERT_EQ(arena_free(q), -EINVAL);
+	ARENA_ASSERT_EQ(arena_free(NULL), 0);
+	ARENA_ASSERT(!arena_calloc(1ull << 33, 1ull << 33));		/* overflows */
+	ARENA_ASSERT(!arena_malloc(0));
+	ARENA_ASSERT_EQ(arena_memset(NULL, 0, 8), -EINVAL);
+	return 0;
+}
+
+/* 4 threads share one allocator: random sizes, patterns checked, nothing lost. */
+#define STRESS_THREADS	4
+#define STRESS_LIVE	32
+#define STRESS_ROUNDS	1500
+
+struct buddy __arena_global stress_b;
+u64 __arena_global stress_ptr[STRESS_THREADS][STRESS_LIVE];
+u64 __arena_global stress_size[STRESS_THREADS][STRESS_LIVE];
+u64 __arena_global stress_done[STRESS_THREADS];
+
+SEC("syscall")
+int parallel_test_buddy_stress__init(struct arena_test_ctx *ctx)
+{
+	return fresh(&stress_b);
+}
+
+static __noinline int stress(u32 t, u32 seed)
+{
+	u64 x = ((u64)seed << 8) | (t + 1), size, p;
+	u32 i, k;
+
+	t &= STRESS_THREADS - 1;
+	for (k = zero; k < STRESS_LIVE && can_loop; k++)
+		stress_ptr[t][k] = 0;
+	for (i = zero; i < STRESS_ROUNDS && can_loop; i++) {
+		k = next_rand(&x) % STRESS_LIVE;
+		p = stress_ptr[t][k];
+		if (p) {
+			if (verify(p, stress_size[t][k], t * 1000 + k))
+				return -EUCLEAN;
+			if (buddy_free(&stress_b, (void __arena *)p))
+				return -EINVAL;
+			stress_ptr[t][k] = 0;
+			continue;
+		}
+		size = 1 + next_rand(&x) % ((next_rand(&x) & 15) ? 256 : 16384);
+		p = (u64)buddy_alloc(&stress_b, size);
+		if (!p)
+			return -ENOMEM;
+		if (fill(p, size, t * 1000 + k))
+			return -E2BIG;
+		stress_ptr[t][k] = p;
+		stress_size[t][k] = size;
+	}
+	for (k = zero; k < STRESS_LIVE && can_loop; k++) {
+		p = stress_ptr[t][k];
+		if (p && (verify(p, stress_size[t][k], t * 1000 + k) ||
+			  buddy_free(&stress_b, (void __arena *)p)))
+			return -EUCLEAN;
+	}
+	stress_done[t] = i;
+	return i == STRESS_ROUNDS ? 0 : -E2BIG;
+}
+
+SEC("syscall")
+int parallel_test_buddy_stress__0(struct arena_test_ctx *ctx) { return stress(0, ctx->seed); }
+SEC("syscall")
+int parallel_test_buddy_stress__1(struct arena_test_ctx *ctx) { return stress(1, ctx->seed); }
+SEC("syscall")
+int parallel_test_buddy_stress__2(struct arena_test_ctx *ctx) { return stress(2, ctx->seed); }
+SEC("syscall")
+int parallel_test_buddy_stress__3(struct arena_test_ctx *ctx) { return stress(3, ctx->seed); }
+
+SEC("syscall")
+int parallel_test_buddy_stress__fini(struct arena_test_ctx *ctx)
+{
+	struct buddy __arena *b = &stress_b;
+
+	arena_stdout("stress: %llu allocs, %llu frees, %llu chunks held, %llu lock timeouts",
+		     b->stats.allocs, b->stats.frees, b->stats.chunks_held,
+		     b->stats.lock_timeouts);
+	ARENA_ASSERT_EQ(blocks_in_use(b), 0);
+	ARENA_ASSERT_EQ(b->stats.allocs, b->stats.frees);
+	ARENA_ASSERT_EQ(b->stats.failed_allocs, 0);
+	ARENA_ASSERT_EQ(b->stats.lock_timeouts, 0);
+	ARENA_ASSERT_EQ(b->stats.corruptions, 0);
+	ARENA_ASSERT(b->stats.chunks_held <= 1);
+	ARENA_ASSERT_EQ(buddy_destroy(b), 0);
+	return 0;
+}
