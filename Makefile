@@ -25,8 +25,7 @@ BUILD := $(CURDIR)/build
 PATCHES := $(BUILD)/patches
 TREE := $(LIBARENA_CACHE)/tree
 INTREE := $(TREE)/tools/testing/selftests/bpf/libarena
-TREE_VERSION = $(shell dpkg-query -W -f '$${Version}' linux-source-6.12 2>/dev/null | tr '~:' '__')
-TOOLS_OUT = $(LIBARENA_CACHE)/tools-$(TREE_VERSION)
+TOOLS_OUT = $(shell bash -c '. vm/lib.sh && tools_dir')
 KERNEL_DIR = $(shell bash -c '. vm/lib.sh && kernel_dir')
 VM_ARGS ?=
 
@@ -74,6 +73,7 @@ print-user-libs:
 clean:
 	rm -rf $(BUILD)
 
+.NOTPARALLEL:
 .PHONY: all deps kernel patches tree lib host-test vm-test test run clean \
 	print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 	print-user-libs

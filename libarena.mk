@@ -121,9 +121,14 @@ $(BPFTOOL): $(wildcard $(BPFTOOL_SRC)/*.[ch] $(BPFTOOL_SRC)/Makefile $(LIBBPF_SR
 	$(Q)$(MAKE) -s -C $(BPFTOOL_SRC) OUTPUT=$(TOOLS_OUT)/bpftool/ bootstrap >/dev/null
 endif
 
-$(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) | $(BPFTOOL)
-	$(if $(VMLINUX_BTF),,$(error libarena: set VMLINUX_BTF=<vmlinux with BTF> or VMLINUX_H))
+# The stamp names the BTF source: switching to another (older) vmlinux regenerates.
+BTF_STAMP := $(OUTPUT)/include/.vmlinux-btf
+$(BTF_STAMP): FORCE
 	$(Q)mkdir -p $(dir $@)
+	$(Q)echo "$(abspath $(VMLINUX_BTF))" | cmp -s - $@ || echo "$(abspath $(VMLINUX_BTF))" > $@
+
+$(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
+	$(if $(VMLINUX_BTF),,$(error libarena: set VMLINUX_BTF=<vmlinux with BTF> or VMLINUX_H))
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
 BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h)
@@ -190,5 +195,6 @@ clean:
 
 .PHONY: all lib asan-lib tests runner examples clean print-bpf-cflags \
 	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs
+FORCE:
 .SECONDARY:
 .DELETE_ON_ERROR:

@@ -31,10 +31,11 @@ static __noinline int log_reserve(struct arena_log __arena *log, u32 nslots, u64
 	int i;
 
 	for (i = zero; i < LOG_RESERVE_TRIES && can_loop; i++) {
-		head = READ_ONCE(log->head);
+		/* tail first: read after head, a stale head could look behind tail. */
 		tail = smp_load_acquire(&log->tail);
-		/* Also catches a tail that user space moved past head. */
-		if (head - tail + nslots > ARENA_LOG_SLOTS)
+		head = READ_ONCE(log->head);
+		/* Also catches a tail that user space moved past head (head - tail wraps). */
+		if (head - tail > ARENA_LOG_SLOTS - nslots)
 			return -ENOSPC;
 		if (cmpxchg(&log->head, head, head + nslots) == head) {
 			*pos = head;

@@ -236,7 +236,7 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 	char why[256] = "", idx[16];
 	struct test_log tl;
 	double t0 = now_ms();
-	int n, ret, res = 0;
+	int n, ret = 0, res = 0;
 
 	for (n = 0; n < MAX_THREADS; n++) {
 		snprintf(idx, sizeof(idx), "%d", n);
@@ -383,6 +383,8 @@ static void run_object(const char *path)
 			fprintf(stderr, "runner: %s: no log ring: %s\n", obj, strerror(errno));
 	}
 
+	int before = opt.passed + opt.failed + opt.skipped;
+
 	bpf_object__for_each_program(prog, o) {
 		const char *name = bpf_program__name(prog);
 		size_t len = strlen(name);
@@ -406,6 +408,9 @@ static void run_object(const char *path)
 				run_parallel(obj, o, base, ring);
 		}
 	}
+	/* An object that holds no test proves nothing: say so, unless a filter chose none. */
+	if (opt.passed + opt.failed + opt.skipped == before && !opt.nr_filters)
+		report(obj, "tests", -1, "the object holds no test_* or parallel_test_* program", 0);
 	/* Lines logged outside any test (or after the last drain) are not lost. */
 	if (ring)
 		libarena_log_print(ring, stdout, stdout);

@@ -32,7 +32,8 @@ int libarena_log_drain(struct arena_log *log, libarena_log_fn fn, void *ctx,
 		return -EUCLEAN;
 	}
 	/* At most one ring's worth per call: bounded whatever the ring holds. */
-	for (int iter = 0; tail < head && iter < ARENA_LOG_SLOTS; iter++) {
+	/* Positions may wrap around 2^64: compare distances, never positions. */
+	for (int iter = 0; tail != head && iter < ARENA_LOG_SLOTS; iter++) {
 		struct arena_log_slot *first = &log->slots[tail % ARENA_LOG_SLOTS];
 		struct libarena_log_line line;
 		unsigned int len, nslots, k;
@@ -42,7 +43,7 @@ int libarena_log_drain(struct arena_log *log, libarena_log_fn fn, void *ctx,
 		len = first->len;
 		nslots = first->nslots;
 		if (!nslots || nslots > ARENA_LOG_MAX_SLOTS || len >= ARENA_LOG_LINE_MAX ||
-		    len / ARENA_LOG_SLOT_TEXT + 1 != nslots || tail + nslots > head) {
+		    len / ARENA_LOG_SLOT_TEXT + 1 != nslots || nslots > head - tail) {
 			ret = -EUCLEAN;
 			tail = head;
 			break;

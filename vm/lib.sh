@@ -14,11 +14,25 @@ tree_version() {
 		stat -c %Y "$KERNEL_TARBALL"
 }
 
+# What identifies the tarball itself: another KERNEL_TARBALL must not reuse the cache.
+tree_key() {
+	{ tree_version; stat -L -c '%n %s %Y' "$KERNEL_TARBALL"; } | sha256sum | cut -c1-8
+}
+
+# Apply a patch to a tree that is not a git work tree: GNU patch, so that a cache inside
+# some other git work tree cannot make git apply skip files silently. Fails unless the
+# whole patch applies cleanly.
+apply_patch() {
+	local dir=$1 p=$2
+	patch -d "$dir" -p1 -s -f --dry-run <"$p" >/dev/null &&
+		patch -d "$dir" -p1 -s -f <"$p" >/dev/null
+}
+
 # The pristine tree, extracted once per package version. Never modified.
 pristine_tree() {
 	local ver dir
 	ver=$(tree_version | tr '~:' '__')
-	dir=$LIBARENA_CACHE/pristine-$ver
+	dir=$LIBARENA_CACHE/pristine-$ver-$(tree_key)
 	if [ ! -f "$dir/.complete" ]; then
 		[ -f "$KERNEL_TARBALL" ] || die "$KERNEL_TARBALL missing: install linux-source-6.12"
 		log "extracting $KERNEL_TARBALL into $dir"
@@ -36,10 +50,10 @@ kernel_patches() {
 	ls "$LIBARENA_ROOT"/kernel/patches/*.patch 2>/dev/null | sort
 }
 
-# Cache key of the guest kernel: tree version, config fragment, kernel patches.
+# Cache key of the guest kernel: tree, config fragment, kernel patches.
 kernel_key() {
 	{
-		tree_version
+		tree_key
 		cat "$LIBARENA_ROOT/kernel/config.fragment"
 		kernel_patches | while read -r p; do cat "$p"; done
 	} | sha256sum | cut -c1-16
@@ -47,4 +61,12 @@ kernel_key() {
 
 kernel_dir() {
 	echo "$LIBARENA_CACHE/kernel-$(kernel_key)"
+}
+
+# Where libbpf and bpftool are built: they depend on the tree and the kernel patches.
+tools_dir() {
+	local key
+	key=$( { tree_key; kernel_patches | while read -r p; do cat "$p"; done; } |
+		sha256sum | cut -c1-16)
+	echo "$LIBARENA_CACHE/tools-$key"
 }

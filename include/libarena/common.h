@@ -193,9 +193,11 @@ volatile u32 zero __weak;
  * Other architectures get a full barrier for each.
  */
 #ifdef __BPF__
+/* The result is used so that clang keeps the fetch (ordered) form of the atomic. */
 #define smp_mb()						\
 	({ volatile u64 __mb_dummy = 0;				\
-	__sync_fetch_and_add(&__mb_dummy, 0); })
+	u64 __mb_old = __sync_fetch_and_add(&__mb_dummy, 0);	\
+	barrier_var(__mb_old); })
 #else
 #define smp_mb() __sync_synchronize()
 #endif

@@ -79,7 +79,7 @@ int arena_log_commit(int stream, struct arena_log_line *line, long n);
 #ifdef __BPF__
 
 struct arena_log_scratch {
-	u32 depth;
+	u32 busy;		/* bit d set: line[d] is being formatted */
 	u32 pad;
 	struct arena_log_line line[ARENA_LOG_NEST];
 };
@@ -91,33 +91,44 @@ struct {
 	__type(value, struct arena_log_scratch);
 } arena_log_scratch __weak SEC(".maps");
 
-static __always_inline struct arena_log_scratch *__arena_log_enter(u32 *depth)
+/*
+ * Claim a scratch line of this CPU. By compare-and-swap, not a depth counter: a
+ * preemptible program (syscall, sleepable) can be interrupted by another writer on the
+ * same CPU at any point, and both must end up with lines of their own.
+ */
+static __always_inline int __arena_log_claim(struct arena_log_scratch *s)
 {
-	struct arena_log_scratch *s;
-	u32 key = 0;
+	u32 old, bit;
+	int d;
 
-	s = bpf_map_lookup_elem(&arena_log_scratch, &key);
-	if (!s)
-		return NULL;
-	*depth = s->depth;
-	if (*depth >= ARENA_LOG_NEST)
-		return NULL;
-	s->depth = *depth + 1;
-	return s;
+	for (d = 0; d < ARENA_LOG_NEST; d++) {
+		bit = 1u << d;
+		old = READ_ONCE(s->busy);
+		if (old & bit)
+			continue;
+		if (__sync_val_compare_and_swap(&s->busy, old, old | bit) == old)
+			return d;
+	}
+	return -1;
 }
 
 #define __arena_log(stream, fmt, args...)					\
 ({										\
 	struct arena_log_scratch *___s;						\
-	u32 ___d = 0;								\
 	long ___ret = -EBUSY;							\
+	u32 ___key = 0;								\
+	int ___d;								\
 										\
-	___s = __arena_log_enter(&___d);					\
-	if (___s && ___d < ARENA_LOG_NEST) {					\
-		___ret = BPF_SNPRINTF(___s->line[___d].text,			\
-				      ARENA_LOG_LINE_MAX, fmt, ##args);		\
-		___ret = arena_log_commit(stream, &___s->line[___d], ___ret);	\
-		___s->depth = ___d;						\
+	___s = bpf_map_lookup_elem(&arena_log_scratch, &___key);		\
+	if (___s) {								\
+		___d = __arena_log_claim(___s);					\
+		if (___d >= 0 && ___d < ARENA_LOG_NEST) {			\
+			___ret = BPF_SNPRINTF(___s->line[___d].text,		\
+					      ARENA_LOG_LINE_MAX, fmt, ##args);	\
+			___ret = arena_log_commit(stream, &___s->line[___d],	\
+						  ___ret);			\
+			__sync_fetch_and_and(&___s->busy, ~(1u << ___d));	\
+		}								\
 	}									\
 	(int)___ret;								\
 })
