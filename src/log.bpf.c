@@ -25,7 +25,7 @@ __weak u64 arena_log_addr(void)
  * Reserve nslots consecutive positions; the first goes to *pos. Fails when the ring is
  * full or too contended. Positions are any u64: user space may have written anything.
  */
-static __noinline int log_reserve(struct arena_log __arena *log, u32 nslots, u64 *pos)
+static __always_inline int log_reserve(struct arena_log __arena *log, u32 nslots, u64 *pos)
 {
 	u64 head, tail;
 	int i;

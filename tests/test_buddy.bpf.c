@@ -429,3 +429,32 @@ int parallel_test_buddy_stress__fini(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(buddy_destroy(b), 0);
 	return 0;
 }
+
+/* Driven by tests/user_test.c: allocate or free blocks of the default allocator. */
+struct stats_args {
+	u32 count;		/* 0: free what an earlier call allocated */
+	u32 size;
+};
+
+#define STATS_MAX 64
+u64 __arena_global stats_ptr[STATS_MAX];
+
+SEC("syscall")
+int alloc_for_stats(struct stats_args *args)
+{
+	u32 i, n = args->count < STATS_MAX ? args->count : STATS_MAX;
+
+	if (!args->count) {
+		for (i = zero; i < STATS_MAX && can_loop; i++) {
+			arena_free((void __arena *)stats_ptr[i & (STATS_MAX - 1)]);
+			stats_ptr[i & (STATS_MAX - 1)] = 0;
+		}
+		return 0;
+	}
+	for (i = zero; i < n && can_loop; i++) {
+		stats_ptr[i & (STATS_MAX - 1)] = (u64)arena_malloc(args->size);
+		if (!stats_ptr[i & (STATS_MAX - 1)])
+			return -ENOMEM;
+	}
+	return 0;
+}

@@ -2,9 +2,9 @@
 /*
  * User-space side of the library, in the VM: libarena_get_info, libarena_log and the log
  * reader against real BPF writers (order, long lines, overflow accounting, concurrent
- * writers while draining).
+ * writers while draining), and the allocator statistics read through the mapping.
  *
- *   user_test TEST_LOG_OBJECT
+ *   user_test TEST_LOG TEST_BUDDY TEST_BITMAP (the built objects of those tests)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +22,7 @@ struct log_lines_args {
 
 static int passed, failed;
 static struct bpf_object *obj;
+static const char *buddy_path, *bitmap_path;
 static struct bpf_program *log_lines;
 static struct arena_log *ring;
 
@@ -302,6 +303,85 @@ static int test_concurrent_writers_and_reader(void)
 	return 0;
 }
 
+struct stats_args {
+	u32 count, size;
+};
+
+static int test_buddy_stats(void)
+{
+	struct bpf_object *buddy_obj;
+	struct bpf_program *reset, *alloc;
+	struct stats_args a = { 5, 100 };
+	char *buf = NULL;
+	size_t len = 0;
+	struct buddy *b;
+	FILE *f;
+	int ret;
+
+	/* Loaded on its own: every object maps its arena at the same fixed address. */
+	buddy_obj = bpf_object__open_file(buddy_path, NULL);
+	CHECK(buddy_obj && !bpf_object__load(buddy_obj), "cannot load %s", buddy_path);
+	reset = bpf_object__find_program_by_name(buddy_obj, "arena_buddy_reset");
+	alloc = bpf_object__find_program_by_name(buddy_obj, "alloc_for_stats");
+	CHECK(reset && alloc, "");
+	CHECK(libarena_run_prog(reset, NULL, 0, &ret) == 0 && ret == 0, "reset: %d", ret);
+	b = libarena_buddy(buddy_obj);
+	CHECK(b && b->magic == BUDDY_MAGIC, "");
+	CHECK(b->stats.chunks_held == 1 && b->stats.allocs == 0, "");
+
+	/* 100 bytes take 128-byte blocks (order 3); the counts are visible right away. */
+	CHECK(libarena_run_prog(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "alloc: %d", ret);
+	CHECK(b->stats.blocks_in_use[3] == 5, "%llu", (unsigned long long)b->stats.blocks_in_use[3]);
+	CHECK(b->stats.bytes_requested == 500, "");
+	f = open_memstream(&buf, &len);
+	CHECK(libarena_buddy_stats_print(b, f) == 0, "");
+	fclose(f);
+	printf("%s", buf);
+	CHECK(strstr(buf, "buddy ready: 5 blocks (640 bytes) in use"), "");
+	CHECK(strstr(buf, "order  3 (   128 B): 5 blocks, 640 bytes"), "");
+	free(buf);
+
+	a.count = 0;
+	CHECK(libarena_run_prog(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "");
+	CHECK(b->stats.blocks_in_use[3] == 0 && b->stats.frees == 5, "");
+	CHECK(libarena_buddy_stats_print(NULL, stdout) == -EINVAL, "");
+	bpf_object__close(buddy_obj);
+	return 0;
+}
+
+struct find_lines {
+	const char *want[2];
+	int found;
+};
+
+static int find_line(const struct libarena_log_line *l, void *p)
+{
+	struct find_lines *f = p;
+
+	for (int i = 0; i < 2; i++)
+		if (!strcmp(l->text, f->want[i]))
+			f->found |= 1 << i;
+	return 0;
+}
+
+/* bmp_print's text, as the log delivers it. */
+static int test_bitmap_print(void)
+{
+	struct find_lines f = { { "bitmap(128): 0,5,70,99,120",
+				  "bitmap(128): 0-2,5,70-71,99,120,127" } };
+	struct bpf_object *o;
+	int ret;
+
+	o = bpf_object__open_file(bitmap_path, NULL);
+	CHECK(o && !bpf_object__load(o), "cannot load %s", bitmap_path);
+	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "test_bitmap_whole_map"),
+				NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
+	CHECK(libarena_log_drain(libarena_log(o), find_line, &f, NULL) > 0, "");
+	CHECK(f.found == 3, "found %#x", f.found);
+	bpf_object__close(o);
+	return 0;
+}
+
 static void run(const char *name, int (*fn)(void))
 {
 	int ret = fn();
@@ -315,8 +395,8 @@ static void run(const char *name, int (*fn)(void))
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: user_test TEST_LOG_OBJECT\n");
+	if (argc != 4) {
+		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP (objects)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -333,6 +413,8 @@ int main(int argc, char **argv)
 		printf("0 passed, 1 failed\n");
 		return 1;
 	}
+	buddy_path = argv[2];
+	bitmap_path = argv[3];
 	run("get_info", test_get_info);
 	run("log_order_and_content", test_order_and_content);
 	run("log_long_lines", test_long_lines);
@@ -342,6 +424,8 @@ int main(int argc, char **argv)
 	run("log_corrupted_ring", test_corrupted_ring);
 	run("log_concurrent_writers_and_reader", test_concurrent_writers_and_reader);
 	bpf_object__close(obj);
+	run("buddy_stats", test_buddy_stats);
+	run("bitmap_print", test_bitmap_print);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -59,3 +59,51 @@ struct arena_log *libarena_log(struct bpf_object *obj)
 	}
 	return (struct arena_log *)(uintptr_t)info.log;
 }
+
+struct buddy *libarena_buddy(struct bpf_object *obj)
+{
+	struct arena_get_info_args info;
+	int err;
+
+	err = libarena_get_info(obj, &info);
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	if (!info.buddy) {
+		errno = ENOENT;
+		return NULL;
+	}
+	return (struct buddy *)(uintptr_t)info.buddy;
+}
+
+int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
+{
+	struct buddy_stats st;
+	unsigned long long blocks = 0, bytes = 0;
+
+	if (!b || !out)
+		return -EINVAL;
+	memcpy(&st, (const void *)&b->stats, sizeof(st));
+	for (int o = 0; o < BUDDY_ORDERS; o++) {
+		blocks += st.blocks_in_use[o];
+		bytes += (unsigned long long)st.blocks_in_use[o] << (o + BUDDY_MIN_SHIFT);
+	}
+	fprintf(out, "buddy %s: %llu blocks (%llu bytes) in use, %llu page runs (%llu pages)\n",
+		b->magic == BUDDY_MAGIC ? "ready" : "not initialised", blocks, bytes,
+		(unsigned long long)st.runs_in_use, (unsigned long long)st.run_pages_in_use);
+	fprintf(out, "  chunks: %llu held (%llu spare), %llu returned; %llu pages returned\n",
+		(unsigned long long)st.chunks_held, (unsigned long long)st.chunks_spare,
+		(unsigned long long)st.chunks_returned, (unsigned long long)st.pages_returned);
+	fprintf(out, "  calls: %llu allocs, %llu frees, %llu failed, %llu bad, "
+		"%llu lock timeouts, %llu corruptions\n",
+		(unsigned long long)st.allocs, (unsigned long long)st.frees,
+		(unsigned long long)st.failed_allocs, (unsigned long long)st.bad_calls,
+		(unsigned long long)st.lock_timeouts, (unsigned long long)st.corruptions);
+	for (int o = 0; o < BUDDY_ORDERS; o++)
+		if (st.blocks_in_use[o])
+			fprintf(out, "  order %2d (%6u B): %llu blocks, %llu bytes\n", o,
+				BUDDY_MIN_SIZE << o, (unsigned long long)st.blocks_in_use[o],
+				(unsigned long long)st.blocks_in_use[o] << (o + BUDDY_MIN_SHIFT));
+	return 0;
+}

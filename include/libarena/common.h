@@ -312,5 +312,6 @@ struct arena_get_info_args {
 
 #include <libarena/log.h>
 #include <libarena/buddy.h>
+#include <libarena/bitmap.h>
 
 #endif /* __LIBARENA_COMMON_H */

@@ -7,6 +7,8 @@
  *   libarena_log_drain(log, fn, ctx)     hand each complete line to fn, oldest first
  *   libarena_log_print(log, out, err)    drain to two FILEs, and report dropped lines
  *   libarena_run_prog(prog, arg, size)   run a SEC("syscall") program, return its result
+ *   libarena_buddy(obj)                  the default allocator (struct buddy), mapped here
+ *   libarena_buddy_stats_print(b, out)   its statistics, one line per order in use
  *
  * Errors are negative errno values; nothing here prints unless asked to.
  */
@@ -57,5 +59,15 @@ int libarena_log_drain(struct arena_log *log, libarena_log_fn fn, void *ctx,
  * "libarena: N log lines dropped" to err when writers dropped some.
  */
 int libarena_log_print(struct arena_log *log, FILE *out, FILE *err);
+
+/*
+ * The default allocator of a loaded object (what arena_malloc() uses), read in place
+ * through the arena mapping; NULL (errno set) when the object does not link the library.
+ * Its statistics are plain memory the BPF side updates: copy them to look at one moment.
+ */
+struct buddy *libarena_buddy(struct bpf_object *obj);
+
+/* Print b's statistics: totals, then blocks and bytes per order in use. */
+int libarena_buddy_stats_print(const struct buddy *b, FILE *out);
 
 #endif /* __LIBARENA_USERSPACE_H */

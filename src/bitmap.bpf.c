@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* The bitmap: single-bit operations by compare-and-swap, whole-map word loops. */
+#include <libarena/bitmap.h>
+
+#define WORD(bmp, bit) (&(bmp)->bits[BIT_WORD(bit)])
+
+__weak u64 bmp_alloc_addr(u64 bits)
+{
+	u64 addr;
+
+	if (!bits || bits % BITS_PER_LONG || bits > BMP_MAX_BITS) {
+		arena_stderr("bmp_alloc: %llu bits: need a multiple of 64 in 64 .. %u",
+			     bits, BMP_MAX_BITS);
+		return 0;
+	}
+	/* malloc and memset, not calloc: one call frame less for the caller. */
+	addr = arena_malloc_addr(bits / 8);
+	if (addr && arena_memset((void __arena *)addr, 0, bits / 8)) {
+		arena_free((void __arena *)addr);
+		return 0;
+	}
+	return addr;
+}
+
+__weak int bmp_free(struct arena_bitmap __arena *bmp __arg_arena)
+{
+	return arena_free(bmp);
+}
+
+__weak int bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	atomic_or(WORD(bmp, bit), BIT_MASK(bit));
+	return 0;
+}
+
+__weak int bmp_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	atomic_and(WORD(bmp, bit), ~BIT_MASK(bit));
+	return 0;
+}
+
+__weak int bmp_test_and_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	return !!(atomic_fetch_or(WORD(bmp, bit), BIT_MASK(bit)) & BIT_MASK(bit));
+}
+
+__weak int bmp_test_and_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	return !!(atomic_fetch_and(WORD(bmp, bit), ~BIT_MASK(bit)) & BIT_MASK(bit));
+}
+
+__weak int __bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	*WORD(bmp, bit) |= BIT_MASK(bit);
+	return 0;
+}
+
+__weak int __bmp_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	*WORD(bmp, bit) &= ~BIT_MASK(bit);
+	return 0;
+}
+
+__weak int bmp_test_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	if (!bmp)
+		return -EINVAL;
+	return !!(READ_ONCE(*WORD(bmp, bit)) & BIT_MASK(bit));
+}
+
+/* Mask of the bits of word w that a count of bits covers. */
+static __always_inline u64 word_mask(u32 bits, u32 w)
+{
+	u32 full = bits / BITS_PER_LONG;
+
+	if (w < full)
+		return ~0ull;
+	return (1ull << (bits % BITS_PER_LONG)) - 1;
+}
+
+enum bmp_op { BMP_OP_CLEAR, BMP_OP_AND, BMP_OP_OR, BMP_OP_COPY };
+
+/* dst = op(a, b) over the counted bits; dst's bits past the count keep their value. */
+static __noinline int bmp_apply(u32 bits, struct arena_bitmap __arena *dst,
+				struct arena_bitmap __arena *a,
+				struct arena_bitmap __arena *b, int op)
+{
+	u32 w, words = BITS_TO_LONGS(bits);
+	u64 mask, v;
+
+	for (w = zero; w < words && can_loop; w++) {
+		mask = word_mask(bits, w);
+		switch (op) {
+		case BMP_OP_AND:
+			v = a->bits[w] & b->bits[w];
+			break;
+		case BMP_OP_OR:
+			v = a->bits[w] | b->bits[w];
+			break;
+		case BMP_OP_COPY:
+			v = a->bits[w];
+			break;
+		default:
+			v = 0;
+			break;
+		}
+		dst->bits[w] = (dst->bits[w] & ~mask) | (v & mask);
+	}
+	return w == words ? 0 : -E2BIG;
+}
+
+#define CHECK_ARGS(fn, bits, p1, p2, p3)					\
+	do {									\
+		if (!(p1) || !(p2) || !(p3) || !(bits) || (bits) > BMP_MAX_BITS) { \
+			arena_stderr(fn ": bad arguments (%u bits)", bits);	\
+			return -EINVAL;						\
+		}								\
+	} while (0)
+
+__weak int bmp_clear(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	CHECK_ARGS("bmp_clear", bits, bmp, bmp, bmp);
+	return bmp_apply(bits, bmp, bmp, bmp, BMP_OP_CLEAR);
+}
+
+__weak int bmp_and(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
+		   struct arena_bitmap __arena *a __arg_arena,
+		   struct arena_bitmap __arena *b __arg_arena)
+{
+	CHECK_ARGS("bmp_and", bits, dst, a, b);
+	return bmp_apply(bits, dst, a, b, BMP_OP_AND);
+}
+
+__weak int bmp_or(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
+		  struct arena_bitmap __arena *a __arg_arena,
+		  struct arena_bitmap __arena *b __arg_arena)
+{
+	CHECK_ARGS("bmp_or", bits, dst, a, b);
+	return bmp_apply(bits, dst, a, b, BMP_OP_OR);
+}
+
+__weak int bmp_copy(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
+		    struct arena_bitmap __arena *src __arg_arena)
+{
+	CHECK_ARGS("bmp_copy", bits, dst, src, src);
+	return bmp_apply(bits, dst, src, src, BMP_OP_COPY);
+}
+
+enum bmp_query { BMP_Q_EMPTY, BMP_Q_INTERSECTS, BMP_Q_SUBSET };
+
+/* 1 when some counted word answers the query (for EMPTY and SUBSET: violates it). */
+static __noinline int bmp_find(u32 bits, struct arena_bitmap __arena *a,
+			       struct arena_bitmap __arena *b, int q)
+{
+	u32 w, words = BITS_TO_LONGS(bits);
+	u64 mask, hit;
+
+	for (w = zero; w < words && can_loop; w++) {
+		mask = word_mask(bits, w);
+		switch (q) {
+		case BMP_Q_INTERSECTS:
+			hit = a->bits[w] & b->bits[w];
+			break;
+		case BMP_Q_SUBSET:
+			hit = b->bits[w] & ~a->bits[w];	/* in small, not in big */
+			break;
+		default:
+			hit = a->bits[w];
+			break;
+		}
+		if (hit & mask)
+			return 1;
+	}
+	return w == words ? 0 : -E2BIG;
+}
+
+__weak int bmp_empty(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	int ret;
+
+	CHECK_ARGS("bmp_empty", bits, bmp, bmp, bmp);
+	ret = bmp_find(bits, bmp, bmp, BMP_Q_EMPTY);
+	return ret < 0 ? ret : !ret;
+}
+
+__weak int bmp_intersects(u32 bits, struct arena_bitmap __arena *a __arg_arena,
+			  struct arena_bitmap __arena *b __arg_arena)
+{
+	CHECK_ARGS("bmp_intersects", bits, a, b, b);
+	return bmp_find(bits, a, b, BMP_Q_INTERSECTS);
+}
+
+__weak int bmp_subset(u32 bits, struct arena_bitmap __arena *big __arg_arena,
+		      struct arena_bitmap __arena *small __arg_arena)
+{
+	int ret;
+
+	CHECK_ARGS("bmp_subset", bits, big, small, small);
+	ret = bmp_find(bits, big, small, BMP_Q_SUBSET);
+	return ret < 0 ? ret : !ret;
+}
+
+/* Set bits as ranges, "0-3,64,70-71": built in an arena buffer, then logged. */
+#define BMP_PRINT_MAX 240
+
+char __arena_global bmp_print_buf[BMP_PRINT_MAX + 24];
+
+static __noinline u32 put_num(u32 pos, u32 n)
+{
+	char digits[12];
+	int i, k = 0;
+
+	for (i = 0; i < 10; i++) {
+		digits[k++] = '0' + n % 10;
+		n /= 10;
+		if (!n)
+			break;
+	}
+	for (i = k - 1; i >= 0 && i < 12; i--)
+		bmp_print_buf[(pos++) & 255] = digits[i];
+	return pos;
+}
+
+__weak int bmp_print(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
+{
+	u32 bit, pos = 0, start = 0, cut = 0;
+	bool in_run = false, set;
+
+	CHECK_ARGS("bmp_print", bits, bmp, bmp, bmp);
+	for (bit = zero; bit <= bits && can_loop; bit++) {
+		set = bit < bits && (bmp->bits[BIT_WORD(bit)] & BIT_MASK(bit));
+		if (set && !in_run) {
+			start = bit;
+			in_run = true;
+		} else if (!set && in_run) {
+			in_run = false;
+			if (pos > BMP_PRINT_MAX) {
+				cut = 1;
+				continue;
+			}
+			if (pos)
+				bmp_print_buf[(pos++) & 255] = ',';
+			pos = put_num(pos, start);
+			if (bit - 1 != start) {
+				bmp_print_buf[(pos++) & 255] = '-';
+				pos = put_num(pos, bit - 1);
+			}
+		}
+	}
+	bmp_print_buf[pos & 255] = 0;
+	/* bpf_snprintf reads %s from kernel memory: copy the arena text out first. */
+	{
+		char text[BMP_PRINT_MAX + 24];
+		u32 i;
+
+		for (i = zero; i < sizeof(text) - 1 && can_loop; i++) {
+			text[i & 255] = bmp_print_buf[i & 255];
+			if (!text[i & 255])
+				break;
+		}
+		text[sizeof(text) - 1] = 0;
+		return arena_stdout("bitmap(%u): %s%s", bits, text, cut ? ",..." : "");
+	}
+}
