@@ -13,6 +13,7 @@
 #   make lib       apply the series to the pristine tree and build the library from it
 #   make host-test the host-native tests only
 #   make vm-test   the VM tests only
+#   make bench     the allocator benchmark, in the VM (figures, not pass/fail)
 #   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner
 #
 # Heavy work is cached in $(LIBARENA_CACHE) (default ~/.cache/libarena): the extracted
@@ -66,6 +67,9 @@ test: deps
 run: lib
 	@vm/run $(VM_ARGS) -- examples/run-all $(BUILD)
 
+bench: lib
+	@vm/run $(VM_ARGS) -- $(BUILD)/bench/bench $(BUILD)/bench/bench_buddy.bpf.o
+
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 print-user-libs:
 	@$(PRINTMAKE) $@
@@ -74,6 +78,6 @@ clean:
 	rm -rf $(BUILD)
 
 .NOTPARALLEL:
-.PHONY: all deps kernel patches tree lib host-test vm-test test run clean \
+.PHONY: all deps kernel patches tree lib host-test vm-test test run bench clean \
 	print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 	print-user-libs

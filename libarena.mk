@@ -84,11 +84,14 @@ LOAD_FAIL_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/load_fail/*.bpf.c))
 LOAD_FAIL_OBJS := $(patsubst $(LIBARENA_DIR)/tests/load_fail/%.bpf.c, \
 	$(OUTPUT)/tests/load_fail/%.bpf.o,$(LOAD_FAIL_SRCS))
 USER_TEST := $(OUTPUT)/user_test
+BENCH_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/bench/*.bpf.c))
+BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/bench/%.bpf.o,$(BENCH_SRCS))
 
 # The sanitizer variant needs its runtime (src/asan.bpf.c) to link.
 ASAN_TARGET := $(if $(wildcard $(LIBARENA_DIR)/src/asan.bpf.c),asan-lib)
 
-all: lib $(ASAN_TARGET) tests runner examples
+all: lib $(ASAN_TARGET) tests runner examples bench
+bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench
 lib: $(LIB_OBJ) $(USER_LIB)
 asan-lib: $(ASAN_LIB_OBJ)
 tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(USER_TEST)
@@ -165,6 +168,17 @@ $(OUTPUT)/tests/load_fail/obj/%.bpf.o: $(LIBARENA_DIR)/tests/load_fail/%.bpf.c $
 $(OUTPUT)/tests/load_fail/%.bpf.o: $(OUTPUT)/tests/load_fail/obj/%.bpf.o | $(BPFTOOL)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
+$(OUTPUT)/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/bench/%.bpf.o: $(OUTPUT)/bench/obj/%.bpf.o $(LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(OUTPUT)/bench/bench: $(LIBARENA_DIR)/bench/bench.c $(USER_LIB) $(LIBBPF_A)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+
 $(USER_TEST): $(LIBARENA_DIR)/tests/user_test.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
@@ -190,10 +204,10 @@ $(RUNNER): $(LIBARENA_DIR)/tests/runner.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 clean:
-	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples \
+	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples $(OUTPUT)/bench \
 		$(OUTPUT)/user $(LIB_OBJ) $(ASAN_LIB_OBJ) $(USER_LIB) $(RUNNER)
 
-.PHONY: all lib asan-lib tests runner examples clean print-bpf-cflags \
+.PHONY: all lib asan-lib tests runner examples bench clean print-bpf-cflags \
 	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs
 FORCE:
 .SECONDARY:

@@ -168,7 +168,7 @@ static __always_inline u64 list_pop(struct buddy __arena *b, u32 order)
 
 static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
 {
-	u64 addr = 0, half;
+	u64 addr = 0, half, in_use;
 	u32 o;
 
 	for (o = order; o < BUDDY_ORDERS && can_loop; o++) {
@@ -178,8 +178,14 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
 	}
 	if (!addr)
 		return 0;
-	if (o == BUDDY_MAX_ORDER)
+	if (o == BUDDY_MAX_ORDER) {
 		b->stats.chunks_spare--;
+		in_use = b->stats.chunks_held - b->stats.chunks_spare;
+		if (in_use > b->stats.chunks_peak)
+			b->stats.chunks_peak = in_use;
+		if (in_use > b->period_peak)
+			b->period_peak = in_use;
+	}
 	/* Split: keep the lower half, free the upper one, until the size fits. */
 	while (o > order && can_loop) {
 		o--;
@@ -232,8 +238,14 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *order_
 		off &= ~((u64)BUDDY_MIN_SIZE << o);
 		o++;
 	}
+	/* A period ends: the peak becomes the most in use during it. */
+	if (!(b->stats.frees % BUDDY_PEAK_PERIOD)) {
+		b->stats.chunks_peak = b->period_peak;
+		b->period_peak = b->stats.chunks_held - b->stats.chunks_spare;
+	}
 	if (o == BUDDY_MAX_ORDER) {
-		if (b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS) {
+		if (b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
+		    b->stats.chunks_spare >= b->stats.chunks_peak) {
 			/* Enough spares: this chunk goes back to the kernel. */
 			b->stats.chunks_held--;
 			*release = slot + 1;
@@ -416,12 +428,12 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 		b->free_head[i & BUDDY_META_ORDER] = 0;
 		b->stats.blocks_in_use[i & BUDDY_META_ORDER] = 0;
 	}
-	b->runs = 0;
+	b->runs = b->period_peak = 0;
 	b->stats.bytes_requested = b->stats.chunks_held = b->stats.chunks_spare = 0;
 	b->stats.chunks_returned = b->stats.runs_in_use = b->stats.run_pages_in_use = 0;
 	b->stats.pages_returned = b->stats.allocs = b->stats.frees = 0;
 	b->stats.failed_allocs = b->stats.bad_calls = b->stats.lock_timeouts = 0;
-	b->stats.corruptions = 0;
+	b->stats.corruptions = b->stats.chunks_peak = 0;
 	b->magic = BUDDY_MAGIC;
 	err = add_chunk(b);
 	if (err) {
@@ -576,6 +588,48 @@ __weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __a
 	if (release)
 		release_chunk(b, release - 1);
 	return 0;
+}
+
+/* Take one spare chunk beyond the minimum out of b: its slot + 1, or 0. */
+static __noinline u32 take_spare(struct buddy __arena *b)
+{
+	u64 addr;
+
+	if (b->stats.chunks_spare <= BUDDY_SPARE_CHUNKS)
+		return 0;
+	addr = list_pop(b, BUDDY_MAX_ORDER);
+	if (!addr)
+		return 0;
+	*meta_of(addr) = 0;
+	b->stats.chunks_spare--;
+	b->stats.chunks_held--;
+	return slot_of(addr) + 1;
+}
+
+__weak int buddy_trim(struct buddy __arena *b __arg_arena)
+{
+	int i, n = 0;
+	u32 slot;
+
+	arena_subprog_init();
+	if (!buddy_ready(b)) {
+		arena_stderr("buddy_trim: %llx is not an initialised allocator", (u64)b);
+		return -EINVAL;
+	}
+	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
+		if (buddy_lock(b)) {
+			arena_stderr("buddy_trim: lock timeout on %llx", (u64)b);
+			return -ETIMEDOUT;
+		}
+		b->stats.chunks_peak = b->period_peak = 0;
+		slot = take_spare(b);
+		buddy_unlock(b);
+		if (!slot)
+			break;
+		release_chunk(b, slot - 1);
+		n++;
+	}
+	return n;
 }
 
 /*

@@ -189,8 +189,11 @@ int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
 	for (i = zero; i < NR_PTRS && can_loop; i++)
 		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
 	ARENA_ASSERT_EQ(i, NR_PTRS);
-	/* Clean: nothing in use, one spare chunk kept, every other chunk given back. */
+	/* Clean: nothing in use; the recent peak is kept as spares until trimmed. */
 	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, tb.stats.chunks_held);
+	t = tb.stats.chunks_held;
+	ARENA_ASSERT_EQ(buddy_trim(&tb), t - 1);
 	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
 	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
 	ARENA_ASSERT_EQ(tb.stats.chunks_returned, held - 1);
@@ -198,6 +201,38 @@ int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(buddy_alloc(&tb, BUDDY_MAX_SIZE));
 	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
 	arena_stdout("scrambled: %u blocks over %llu chunks, all merged back", NR_PTRS, held);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+/* A workload that keeps returning to the same size keeps its chunks: no map/unmap churn. */
+SEC("syscall")
+int test_buddy_steady_workload_keeps_chunks(struct arena_test_ctx *ctx)
+{
+	u64 returned;
+	u32 r, k;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	for (r = zero; r < 10 && can_loop; r++) {
+		/* Four 256 KiB blocks: two chunks, all freed again. */
+		for (k = 0; k < 4 && can_loop; k++) {
+			ptrs[k & 3] = (u64)buddy_alloc(&tb, 200000);
+			ARENA_ASSERT(ptrs[k & 3]);
+		}
+		for (k = 0; k < 4 && can_loop; k++)
+			ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[k & 3]), 0);
+		if (r == 0)
+			returned = tb.stats.chunks_returned;
+	}
+	ARENA_ASSERT_EQ(tb.stats.chunks_returned, returned);	/* no churn */
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 2);
+	ARENA_ASSERT_EQ(tb.stats.chunks_peak, 2);
+	/* Trim gives back all spares beyond one. */
+	ARENA_ASSERT_EQ(buddy_trim(&tb), 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_returned, returned + 1);
+	ARENA_ASSERT_EQ(buddy_trim(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_trim(NULL), -EINVAL);
 	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
 	return 0;
 }
@@ -425,6 +460,7 @@ int parallel_test_buddy_stress__fini(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(b->stats.failed_allocs, 0);
 	ARENA_ASSERT_EQ(b->stats.lock_timeouts, 0);
 	ARENA_ASSERT_EQ(b->stats.corruptions, 0);
+	ARENA_ASSERT(buddy_trim(b) >= 0);
 	ARENA_ASSERT(b->stats.chunks_held <= 1);
 	ARENA_ASSERT_EQ(buddy_destroy(b), 0);
 	return 0;

@@ -40,9 +40,15 @@
  *   - every change of lists, metadata and statistics happens under b->lock, with
  *     preemption disabled; page kfuncs are called only outside it.
  *
- * Memory goes back to the kernel: a chunk that becomes entirely free is kept as a spare
- * while fewer than BUDDY_SPARE_CHUNKS are spare, otherwise its pages are freed. Page runs
- * are freed at once.
+ * Memory goes back to the kernel, with hysteresis: a chunk that becomes entirely free is
+ * kept as a spare while there are fewer spares than the recent peak of chunks in use
+ * (at least BUDDY_SPARE_CHUNKS), so a workload that keeps coming back to the same size
+ * does not map and unmap chunks; otherwise its pages are freed. The peak is the most
+ * chunks in use during the last period of BUDDY_PEAK_PERIOD frees, so memory a shrunken
+ * workload no longer needs goes back a period later; buddy_trim(b) gives back every
+ * spare beyond BUDDY_SPARE_CHUNKS at once. Page runs are freed at once.
+ *
+ *   buddy_trim(b)            free spare chunks now; returns how many were given back
  */
 #ifndef __LIBARENA_BUDDY_H
 #define __LIBARENA_BUDDY_H
@@ -68,6 +74,7 @@
 #define BUDDY_META_END		(BUDDY_META_START + BUDDY_NR_SLOTS * BUDDY_META_SIZE)
 
 #define BUDDY_SPARE_CHUNKS	1
+#define BUDDY_PEAK_PERIOD	4096
 #define BUDDY_MAGIC		0x42756464u
 #define BUDDY_RUN_MAGIC		0x52756e50u
 
@@ -81,6 +88,7 @@ struct buddy_stats {
 	u64 bytes_requested;			/* total asked for by successful allocs */
 	u64 chunks_held;			/* chunks mapped now, spares included */
 	u64 chunks_spare;			/* of those, entirely free */
+	u64 chunks_peak;			/* most chunks in use, this period or the last */
 	u64 chunks_returned;			/* chunks given back to the kernel */
 	u64 runs_in_use;			/* page runs (allocations > 512 KiB) */
 	u64 run_pages_in_use;
@@ -99,6 +107,7 @@ struct buddy {
 	u32 pad;
 	u64 free_head[BUDDY_ORDERS];		/* user address of the first free block */
 	u64 runs;				/* user address of the first run header */
+	u64 period_peak;			/* most chunks in use in this period */
 	struct buddy_stats stats;
 };
 
@@ -114,6 +123,7 @@ int buddy_init(struct buddy __arena *b __arg_arena);
 int buddy_destroy(struct buddy __arena *b __arg_arena);
 u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size);
 int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena);
+int buddy_trim(struct buddy __arena *b __arg_arena);
 
 static __always_inline void __arena *buddy_alloc(struct buddy __arena *b, size_t size)
 {
