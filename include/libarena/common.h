@@ -126,9 +126,6 @@ void bpf_preempt_enable(void) __ksym __weak;
 #ifndef __arg_arena
 #define __arg_arena __attribute((btf_decl_tag("arg:arena")))
 #endif
-#ifndef NUMA_NO_NODE
-#define NUMA_NO_NODE (-1)
-#endif
 
 #else /* !__BPF__: the host build */
 
@@ -140,11 +137,11 @@ void bpf_preempt_enable(void) __ksym __weak;
 typedef uint8_t u8;
 typedef uint16_t u16;
 typedef uint32_t u32;
-typedef uint64_t u64;
+typedef unsigned long long u64;	/* as in vmlinux.h: one printf format for both */
 typedef int8_t s8;
 typedef int16_t s16;
 typedef int32_t s32;
-typedef int64_t s64;
+typedef long long s64;
 
 #define __arena
 #define __arena_global
@@ -157,6 +154,10 @@ typedef int64_t s64;
 volatile u32 zero __weak;
 
 #endif /* __BPF__ */
+
+#ifndef NUMA_NO_NODE
+#define NUMA_NO_NODE (-1)
+#endif
 
 #ifndef __always_inline
 #define __always_inline inline __attribute__((always_inline))

@@ -139,8 +139,13 @@ static __always_inline int __arena_log_claim(struct arena_log_scratch *s)
 #else /* host build: straight to stdio */
 
 #include <stdio.h>
+/* A host test may send the library's complaints elsewhere (-DARENA_HOST_STDERR=...). */
+#ifndef ARENA_HOST_STDERR
+#define ARENA_HOST_STDERR stderr
+#endif
 #define arena_stdout(fmt, args...) (printf(fmt "\n", ##args) < 0 ? -EIO : 0)
-#define arena_stderr(fmt, args...) (fprintf(stderr, fmt "\n", ##args) < 0 ? -EIO : 0)
+#define arena_stderr(fmt, args...) \
+	(fprintf(ARENA_HOST_STDERR, fmt "\n", ##args) < 0 ? -EIO : 0)
 
 #endif /* __BPF__ */
 

@@ -7,6 +7,8 @@
 
 static int host_passed, host_failed;
 
+FILE *host_log_file;
+
 #define CHECK(cond, fmt, ...)							\
 	do {									\
 		if (!(cond)) {							\

@@ -16,8 +16,9 @@ SHIM := -include $(ROOT)/tests/host/host_shim.h
 # test name -> library sources it links
 test_common_SRCS :=
 test_log_ring_SRCS := $(ROOT)/src/log.bpf.c $(ROOT)/userspace/log_reader.c
+test_buddy_SRCS := $(ROOT)/src/buddy.bpf.c $(ROOT)/src/log.bpf.c
 
-TESTS := test_common test_log_ring
+TESTS := test_common test_log_ring test_buddy
 BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 
 all: $(BINS)

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The buddy allocator compiled natively over mmap: random operation sequences checked
+ * against a model (every live block keeps its own bytes, statistics agree, bad frees
+ * change nothing), then threads sharing one allocator, under the sanitizers.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <libarena/common.h>
+#include "check.h"
+
+char libarena_host_arena;
+
+#define LIVE 512
+
+struct live {
+	u8 *p;
+	u64 size;
+	u8 tag;
+};
+
+static struct buddy b;
+
+static u64 in_use(struct buddy *a)
+{
+	u64 n = 0;
+
+	for (int o = 0; o < BUDDY_ORDERS; o++)
+		n += a->stats.blocks_in_use[o];
+	return n;
+}
+
+static bool intact(const struct live *l)
+{
+	for (u64 i = 0; i < l->size; i++)
+		if (l->p[i] != (u8)(l->tag + i))
+			return false;
+	return true;
+}
+
+static int test_model(void)
+{
+	static struct live live[LIVE];
+	int n = 0, ops = 200000;
+	u64 size;
+
+	CHECK(buddy_init(&b) == 0, "");
+	CHECK(buddy_init(&b) == -EBUSY, "");
+	srandom(42);
+	for (int op = 0; op < ops; op++) {
+		int r = random() % 100, k;
+
+		if (r < 50 && n < LIVE) {
+			/* Sizes across every order, odd ones included, and some page runs. */
+			switch (random() % 10) {
+			case 0: size = 1 + random() % 16; break;
+			case 9: size = 1 + random() % (BUDDY_MAX_SIZE + 300000); break;
+			default: size = 1 + random() % (1u << (random() % 14 + 4)); break;
+			}
+			live[n].p = buddy_alloc(&b, size);
+			CHECK(live[n].p, "alloc %llu failed", (unsigned long long)size);
+			CHECK(((uintptr_t)live[n].p & 7) == 0, "");
+			live[n].size = size;
+			live[n].tag = random();
+			for (u64 i = 0; i < size; i++)
+				live[n].p[i] = live[n].tag + i;
+			n++;
+		} else if (r < 90 && n) {
+			k = random() % n;
+			CHECK(intact(&live[k]), "block %p of %llu bytes was overwritten",
+			      live[k].p, (unsigned long long)live[k].size);
+			CHECK(buddy_free(&b, live[k].p) == 0, "");
+			/* Freeing again, or inside another block, must change nothing. */
+			CHECK(buddy_free(&b, live[k].p) == -EINVAL, "double free accepted");
+			live[k] = live[--n];
+			if (n && live[0].size > 16)
+				CHECK(buddy_free(&b, live[0].p + 16) == -EINVAL, "interior free");
+		} else if (r < 92) {
+			CHECK(buddy_trim(&b) >= 0, "");
+		}
+		CHECK(in_use(&b) + b.stats.runs_in_use == (u64)n, "op %d: %llu in use, %d live",
+		      op, (unsigned long long)(in_use(&b) + b.stats.runs_in_use), n);
+	}
+	while (n) {
+		CHECK(intact(&live[n - 1]), "");
+		CHECK(buddy_free(&b, live[--n].p) == 0, "");
+	}
+	CHECK(in_use(&b) == 0 && b.stats.runs_in_use == 0, "");
+	CHECK(buddy_trim(&b) >= 0 && b.stats.chunks_held == 1, "%llu held",
+	      (unsigned long long)b.stats.chunks_held);
+	CHECK(b.stats.corruptions == 0 && b.stats.lock_timeouts == 0, "");
+	printf("    %d operations, %llu allocs, %llu chunks returned, %llu bad calls refused\n",
+	       ops, (unsigned long long)b.stats.allocs,
+	       (unsigned long long)b.stats.chunks_returned,
+	       (unsigned long long)b.stats.bad_calls);
+	CHECK(buddy_destroy(&b) == 0, "");
+	return 0;
+}
+
+/* A scribbled free list: the allocator notices, drops the list, and keeps working. */
+static int test_corrupted_list(void)
+{
+	u8 *p, *q;
+
+	CHECK(buddy_init(&b) == 0, "");
+	p = buddy_alloc(&b, 64);
+	q = buddy_alloc(&b, 64);
+	CHECK(p && q, "");
+	CHECK(buddy_free(&b, p) == 0, "");
+	/* p is on the 64-byte list now; point its link into the middle of nowhere. */
+	((u64 *)p)[0] = 0x1234567;
+	CHECK(buddy_alloc(&b, 64) != NULL, "");
+	CHECK(buddy_alloc(&b, 64) != NULL, "");
+	CHECK(b.stats.corruptions >= 1, "");
+	CHECK(buddy_destroy(&b) == 0, "");
+	return 0;
+}
+
+#define THREADS 4
+#define ROUNDS 20000
+
+static void *worker(void *arg)
+{
+	u8 *mine[16] = {};
+	u64 x = (uintptr_t)arg * 7919 + 1;
+
+	for (int i = 0; i < ROUNDS; i++) {
+		int k;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = x % 16;
+		if (mine[k]) {
+			if (mine[k][0] != (u8)(uintptr_t)arg || buddy_free(&b, mine[k]))
+				return (void *)1;
+			mine[k] = NULL;
+		} else {
+			mine[k] = buddy_alloc(&b, 1 + x % 2048);
+			if (!mine[k])
+				return (void *)1;
+			mine[k][0] = (u8)(uintptr_t)arg;
+		}
+	}
+	for (int k = 0; k < 16; k++)
+		if (mine[k] && buddy_free(&b, mine[k]))
+			return (void *)1;
+	return NULL;
+}
+
+static int test_threads(void)
+{
+	pthread_t t[THREADS];
+	void *ret;
+	int bad = 0;
+
+	CHECK(buddy_init(&b) == 0, "");
+	for (long i = 0; i < THREADS; i++)
+		CHECK(!pthread_create(&t[i], NULL, worker, (void *)(i + 1)), "");
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], &ret);
+		bad += ret != NULL;
+	}
+	CHECK(bad == 0, "%d threads failed", bad);
+	CHECK(in_use(&b) == 0 && b.stats.allocs == b.stats.frees, "");
+	CHECK(b.stats.lock_timeouts == 0 && b.stats.corruptions == 0, "");
+	CHECK(buddy_destroy(&b) == 0, "");
+	return 0;
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* The model makes thousands of bad calls on purpose: count them, do not print. */
+	host_log_file = fopen("/dev/null", "w");
+	host_run("host", "buddy_model", test_model);
+	host_run("host", "buddy_corrupted_list", test_corrupted_list);
+	host_run("host", "buddy_threads", test_threads);
+	return host_summary();
+}
