@@ -85,9 +85,11 @@ static __always_inline int buddy_lock(struct buddy __arena *b)
 	int i;
 
 	bpf_preempt_disable();
-	for (i = zero; i < LOCK_SPINS && can_loop; i++)
+	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
 		if (!READ_ONCE(b->lock) && cmpxchg(&b->lock, 0, 1) == 0)
 			return 0;
+		arena_cpu_relax();
+	}
 	bpf_preempt_enable();
 	atomic_add(&b->stats.lock_timeouts, 1);
 	return -ETIMEDOUT;

@@ -174,6 +174,14 @@ volatile u32 zero __weak;
 #endif
 
 #define barrier() asm volatile("" ::: "memory")
+
+/*
+ * Called in spin loops. Nothing to do in BPF, where lock holders run with preemption
+ * disabled; a host build, whose lock holders can be descheduled, defines it to yield.
+ */
+#ifndef arena_cpu_relax
+#define arena_cpu_relax() barrier()
+#endif
 /* Make the compiler forget what it knows about var (and stop strength-reducing it). */
 #define barrier_var(var) asm volatile("" : "+r"(var))
 

@@ -13,6 +13,9 @@
 extern FILE *host_log_file;
 #define ARENA_HOST_STDERR (host_log_file ? host_log_file : stderr)
 
+/* A descheduled lock holder would make spinners time out: yield instead. */
+#define arena_cpu_relax() sched_yield()
+
 #include <libarena/common.h>
 
 static inline u32 bpf_get_smp_processor_id(void)
