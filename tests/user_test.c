@@ -15,25 +15,16 @@
 #include <string.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
+#include "host/check.h"
 
 struct log_lines_args {
 	u32 thread, count, width, stream, written, rejected;
 };
 
-static int passed, failed;
 static struct bpf_object *obj;
 static const char *buddy_path, *bitmap_path;
 static struct bpf_program *log_lines;
 static struct arena_log *ring;
-
-#define CHECK(cond, fmt, ...)							\
-	do {									\
-		if (!(cond)) {							\
-			printf("    %s:%d: %s: " fmt "\n", __FILE__, __LINE__,	\
-			       #cond, ##__VA_ARGS__);				\
-			return -1;						\
-		}								\
-	} while (0)
 
 static int write_lines(u32 thread, u32 count, u32 width, u32 stream,
 		       struct log_lines_args *out)
@@ -382,17 +373,6 @@ static int test_bitmap_print(void)
 	return 0;
 }
 
-static void run(const char *name, int (*fn)(void))
-{
-	int ret = fn();
-
-	printf("  %s user:%s\n", ret ? "FAIL" : "ok  ", name);
-	if (ret)
-		failed++;
-	else
-		passed++;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -415,17 +395,16 @@ int main(int argc, char **argv)
 	}
 	buddy_path = argv[2];
 	bitmap_path = argv[3];
-	run("get_info", test_get_info);
-	run("log_order_and_content", test_order_and_content);
-	run("log_long_lines", test_long_lines);
-	run("log_longest_lines", test_longest_lines);
-	run("log_overflow_accounting", test_overflow_accounting);
-	run("log_print_reports_drops", test_print_reports_drops);
-	run("log_corrupted_ring", test_corrupted_ring);
-	run("log_concurrent_writers_and_reader", test_concurrent_writers_and_reader);
+	host_run("user", "get_info", test_get_info);
+	host_run("user", "log_order_and_content", test_order_and_content);
+	host_run("user", "log_long_lines", test_long_lines);
+	host_run("user", "log_longest_lines", test_longest_lines);
+	host_run("user", "log_overflow_accounting", test_overflow_accounting);
+	host_run("user", "log_print_reports_drops", test_print_reports_drops);
+	host_run("user", "log_corrupted_ring", test_corrupted_ring);
+	host_run("user", "log_concurrent_writers_and_reader", test_concurrent_writers_and_reader);
 	bpf_object__close(obj);
-	run("buddy_stats", test_buddy_stats);
-	run("bitmap_print", test_bitmap_print);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	host_run("user", "buddy_stats", test_buddy_stats);
+	host_run("user", "bitmap_print", test_bitmap_print);
+	return host_summary();
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* libarena user-space helpers: program runs, arena info and the log reader. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
@@ -43,9 +44,11 @@ int libarena_get_info(struct bpf_object *obj, struct arena_get_info_args *info)
 	return ret;
 }
 
-struct arena_log *libarena_log(struct bpf_object *obj)
+/* One address arena_get_info reports, or NULL with errno set. */
+static void *info_addr(struct bpf_object *obj, size_t field)
 {
 	struct arena_get_info_args info;
+	u64 addr;
 	int err;
 
 	err = libarena_get_info(obj, &info);
@@ -53,28 +56,20 @@ struct arena_log *libarena_log(struct bpf_object *obj)
 		errno = -err;
 		return NULL;
 	}
-	if (!info.log) {
+	memcpy(&addr, (char *)&info + field, sizeof(addr));
+	if (!addr)
 		errno = ENOENT;
-		return NULL;
-	}
-	return (struct arena_log *)(uintptr_t)info.log;
+	return (void *)(uintptr_t)addr;
+}
+
+struct arena_log *libarena_log(struct bpf_object *obj)
+{
+	return info_addr(obj, offsetof(struct arena_get_info_args, log));
 }
 
 struct buddy *libarena_buddy(struct bpf_object *obj)
 {
-	struct arena_get_info_args info;
-	int err;
-
-	err = libarena_get_info(obj, &info);
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
-	if (!info.buddy) {
-		errno = ENOENT;
-		return NULL;
-	}
-	return (struct buddy *)(uintptr_t)info.buddy;
+	return info_addr(obj, offsetof(struct arena_get_info_args, buddy));
 }
 
 int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
