@@ -749,3 +749,29 @@ __weak int arena_buddy_destroy(void *ctx)
 	arena_buddy_state = 0;
 	return err;
 }
+
+u64 __arena_global arena_reserved;	/* user address of the reserved pages, 0 if none */
+
+SEC("syscall")
+__weak int arena_alloc_reserve(struct arena_alloc_reserve_args *args)
+{
+	u64 pages = args->nr_pages ? args->nr_pages : ARENA_RESERVE_DEFAULT;
+	void __arena *p;
+
+	if (arena_reserved) {
+		args->addr = arena_reserved;
+		return -EALREADY;
+	}
+	if (pages > RUN_MAX_PAGES) {
+		arena_stderr("arena_alloc_reserve: %llu pages is too many", pages);
+		return -EINVAL;
+	}
+	p = bpf_arena_alloc_pages(&arena, NULL, pages, NUMA_NO_NODE, 0);
+	if (!p) {
+		arena_stderr("arena_alloc_reserve: no room for %llu pages", pages);
+		return -ENOMEM;
+	}
+	arena_reserved = (u64)p;
+	args->addr = (u64)p;
+	return 0;
+}

@@ -334,6 +334,22 @@ static int test_buddy_stats(void)
 
 	a.count = 0;
 	CHECK(libarena_run_prog(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "");
+
+	/* arena_alloc_reserve: pages in the arena, mapped and zero; a second call refused. */
+	{
+		struct arena_alloc_reserve_args r = { .nr_pages = 4 };
+		struct bpf_program *reserve;
+
+		reserve = bpf_object__find_program_by_name(buddy_obj, "arena_alloc_reserve");
+		CHECK(reserve, "");
+		CHECK(libarena_run_prog(reserve, &r, sizeof(r), &ret) == 0 && ret == 0,
+		      "reserve: %d", ret);
+		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32, "");
+		CHECK(((volatile u8 *)(uintptr_t)r.addr)[4 * 4096 - 1] == 0, "");
+		r.nr_pages = 0;
+		CHECK(libarena_run_prog(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
+		      "second reserve: %d", ret);
+	}
 	CHECK(b->stats.blocks_in_use[3] == 0 && b->stats.frees == 5, "");
 	CHECK(libarena_buddy_stats_print(NULL, stdout) == -EINVAL, "");
 	bpf_object__close(buddy_obj);

@@ -18,7 +18,12 @@
  *                            first use. All __weak: define your own to override.
  *
  * Programs for user space (SEC("syscall")): arena_buddy_reset (destroy, then init the
- * default allocator), arena_buddy_destroy.
+ * default allocator), arena_buddy_destroy, and arena_alloc_reserve (struct
+ * arena_alloc_reserve_args): take nr_pages pages (default ARENA_RESERVE_DEFAULT) at the
+ * lowest free offset of the arena so that nothing is ever allocated there. 6.12 cannot
+ * reserve a range without mapping it, so the pages are mapped (and read as zeroes); what
+ * they buy is that no allocation sits right after libbpf's globals. Once per arena:
+ * -EALREADY after that.
  *
  * Linux 6.12 facts that shape it:
  *   - the arena page kfuncs are sleepable-only, so are these functions (the fast
@@ -109,6 +114,13 @@ struct buddy {
 	u64 runs;				/* user address of the first run header */
 	u64 period_peak;			/* most chunks in use in this period */
 	struct buddy_stats stats;
+};
+
+#define ARENA_RESERVE_DEFAULT	8
+
+struct arena_alloc_reserve_args {
+	u64 nr_pages;		/* in: pages to take, 0 for the default */
+	u64 addr;		/* out: user address of the first page taken */
 };
 
 /* Header page in front of each page run. */
