@@ -207,8 +207,7 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
  * whole chunk ends up free and spares are plentiful, the chunk is taken out of the
  * allocator and its slot + 1 left in *release for the caller to give back.
  */
-static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *order_out,
-				  u32 *release)
+static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *release)
 {
 	u32 slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1), o;
 	u64 chunk = chunk_addr(slot), off, buddy;
@@ -227,7 +226,6 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *order_
 	off = addr - chunk;
 	if (off & (((u64)BUDDY_MIN_SIZE << o) - 1))
 		return BAD_METADATA;
-	*order_out = o;
 	b->stats.blocks_in_use[o]--;
 	b->stats.frees++;
 	*meta_of(addr) = 0;
@@ -537,7 +535,7 @@ __weak u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size)
 __weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena)
 {
 	u64 addr = (u64)ptr;
-	u32 order = 0, release = 0;
+	u32 release = 0;
 	int bad;
 
 	arena_subprog_init();
@@ -562,7 +560,7 @@ __weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __a
 		arena_stderr("buddy_free: lock timeout on %llx", (u64)b);
 		return -ETIMEDOUT;
 	}
-	bad = free_locked(b, addr, &order, &release);
+	bad = free_locked(b, addr, &release);
 	if (bad)
 		b->stats.bad_calls++;
 	buddy_unlock(b);
