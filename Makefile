@@ -24,7 +24,10 @@ export LIBARENA_CACHE
 CLANG ?= clang-22
 BUILD := $(CURDIR)/build
 PATCHES := $(BUILD)/patches
-TREE := $(LIBARENA_CACHE)/tree
+# The patched tree; a second work tree with another series sets its own LIBARENA_TREE.
+LIBARENA_TREE ?= $(LIBARENA_CACHE)/tree
+export LIBARENA_TREE
+TREE := $(LIBARENA_TREE)
 INTREE := $(TREE)/tools/testing/selftests/bpf/libarena
 TOOLS_OUT = $(shell bash -c '. vm/lib.sh && tools_dir')
 KERNEL_DIR = $(shell bash -c '. vm/lib.sh && kernel_dir')
