@@ -71,7 +71,7 @@ run: lib
 	@vm/run $(VM_ARGS) -- examples/run-all $(BUILD)
 
 bench: lib
-	@vm/run $(VM_ARGS) -- $(BUILD)/bench/bench $(BUILD)/bench/bench_buddy.bpf.o
+	@vm/run $(VM_ARGS) -- $(BUILD)/bench/bench $(BUILD)/bench/bench_alloc.bpf.o
 
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 print-user-libs:

@@ -1,18 +1,41 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * bench OBJECT: allocator figures, measured in one run. Timings come from wherever this
- * runs (a TCG guest under `make bench`): only ratios within one run mean anything.
+ * bench OBJECT: allocator figures, measured in one run, side by side:
+ *
+ *   heap     arena_malloc/arena_free, the fast per-CPU allocator
+ *   buddy    buddy_alloc/buddy_free on one shared buddy allocator (lock per call)
+ *   obj_new  bpf_obj_new/bpf_obj_drop, the kernel's BPF object allocator
+ *   hashmap  insert/delete in a preallocated BPF hash map of the value size
+ *
+ * for malloc+free pairs and batches of 256, sizes 16..4096, on one thread and on every
+ * CPU at once (threads pinned one per CPU, started together), and the memory overhead of
+ * a mixed workload. Timings come from wherever this runs (a TCG guest under `make
+ * bench`): only the ratios within one run mean anything.
  */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 
+enum { ALLOC_HEAP, ALLOC_BUDDY, ALLOC_OBJ, ALLOC_HASH, NR_ALLOCS };
+static const char *const alloc_names[] = { "heap", "buddy", "obj_new", "hashmap" };
+
 struct bench_args {
-	u32 ops, size, done, failed;
-	u64 live_bytes, block_bytes, pages_held;
+	u32 alloc, batch, size, ops, thread, done, failed, pad;
+	u64 live_bytes, block_bytes, pages_held, pages_reserve;
 };
+
+#define MAX_THREADS 8
+
+static struct bpf_object *obj;
+static struct bpf_program *run_prog;
+static pthread_barrier_t start;
 
 static double now(void)
 {
@@ -22,66 +45,179 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int run(struct bpf_object *o, const char *prog, struct bench_args *a, double *secs)
+struct thread {
+	pthread_t tid;
+	struct bench_args a;
+	int err;
+};
+
+static void *thread_fn(void *p)
 {
-	double t0 = now();
+	struct thread *t = p;
+	cpu_set_t set;
+	int ret;
+
+	CPU_ZERO(&set);
+	CPU_SET(t->a.thread, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	pthread_barrier_wait(&start);
+	t->err = libarena_run_prog(run_prog, &t->a, sizeof(t->a), &ret);
+	if (!t->err)
+		t->err = ret;
+	return NULL;
+}
+
+/* Run one cell on n threads; total allocations per second, or < 0. */
+static double cell(u32 alloc, u32 batch, u32 size, u32 ops, int n, u32 *failed)
+{
+	struct thread t[MAX_THREADS];
+	double t0, secs;
+	u64 done = 0;
+	int i;
+
+	pthread_barrier_init(&start, NULL, n + 1);
+	*failed = 0;
+	for (i = 0; i < n; i++) {
+		memset(&t[i], 0, sizeof(t[i]));
+		t[i].a = (struct bench_args){ .alloc = alloc, .batch = batch, .size = size,
+					      .ops = ops, .thread = i };
+		pthread_create(&t[i].tid, NULL, thread_fn, &t[i]);
+	}
+	pthread_barrier_wait(&start);
+	t0 = now();
+	for (i = 0; i < n; i++)
+		pthread_join(t[i].tid, NULL);
+	secs = now() - t0;
+	pthread_barrier_destroy(&start);
+	for (i = 0; i < n; i++) {
+		if (t[i].err)
+			return -1;
+		done += t[i].a.done;
+		*failed += t[i].a.failed;
+	}
+	return done / secs;
+}
+
+static int run_simple(const char *name, struct bench_args *a)
+{
 	int ret, err;
 
-	err = libarena_run_prog(bpf_object__find_program_by_name(o, prog), a, sizeof(*a), &ret);
-	*secs = now() - t0;
+	err = libarena_run_prog(bpf_object__find_program_by_name(obj, name), a, sizeof(*a), &ret);
 	return err ? err : ret;
+}
+
+/* Spans held spare in the heaps' reserves, in pages. */
+static u64 heap_reserve_pages(const struct arena_heap_global *g)
+{
+	uintptr_t base = (uintptr_t)g & ~(uintptr_t)0xffffffff;
+	u64 pages = 0;
+
+	for (u32 id = 0; id < g->nr_cpus * HEAP_LEVELS; id++) {
+		const struct arena_heap *h = (const void *)(base + HEAP_HEAPS_START +
+							    (uintptr_t)id * HEAP_HEAP_SIZE);
+
+		if (h->magic != HEAP_MAGIC)
+			continue;
+		for (int k = 0; k < HEAP_KINDS; k++) {
+			u64 n = h->reserve_nr[k] + ((h->reserve_in[k] >> 32) & HEAP_REMOTE_COUNT);
+
+			pages += n * (k ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN) / 4096;
+		}
+	}
+	return pages;
 }
 
 int main(int argc, char **argv)
 {
-	static const unsigned int sizes[] = { 16, 64, 256, 1024, 4096 };
-	struct bpf_object *o;
+	static const u32 sizes[] = { 16, 64, 256, 1024, 4096 };
+	struct arena_heap_refill_args cfg = { .reserve_small = 32, .reserve_medium = 8 };
+	int ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct arena_heap_global *g;
 	struct bench_args a;
-	double secs;
+	u32 failed;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: bench OBJECT\n");
 		return 2;
 	}
-	o = bpf_object__open_file(argv[1], NULL);
-	if (!o || bpf_object__load(o)) {
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (ncpu > MAX_THREADS)
+		ncpu = MAX_THREADS;
+	obj = bpf_object__open_file(argv[1], NULL);
+	if (!obj || bpf_object__load(obj)) {
 		fprintf(stderr, "bench: cannot load %s\n", argv[1]);
 		return 1;
 	}
-	printf("buddy allocator, one thread (timings from this machine; compare ratios only)\n");
-	printf("%-8s %-6s %12s %10s\n", "workload", "size", "ops/s", "ns/op");
-	for (unsigned int i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		const char *progs[] = { "bench_pairs", "bench_batch" };
+	run_prog = bpf_object__find_program_by_name(obj, "bench_run");
+	/* Reserves big enough for a batch of 256 x 4 KiB on every CPU: 16 spans each. */
+	if (libarena_heap_refill(obj, &cfg)) {
+		fprintf(stderr, "bench: arena_heap_refill failed\n");
+		return 1;
+	}
+	memset(&a, 0, sizeof(a));
+	if (run_simple("bench_reset", &a)) {
+		fprintf(stderr, "bench: bench_reset failed\n");
+		return 1;
+	}
+	printf("allocator benchmark: timings from this machine (a TCG guest under make bench);\n"
+	       "compare the ratios within this run only. ratio = throughput / heap's.\n");
+	for (int threads = 1; threads <= ncpu; threads = threads == ncpu ? ncpu + 1 : ncpu) {
+		printf("\n%d thread%s (one per CPU), allocations per second and ns per "
+		       "allocation+free\n", threads, threads > 1 ? "s" : "");
+		printf("%-6s %-5s %-8s %12s %9s %7s\n", "work", "size", "alloc", "allocs/s",
+		       "ns/op", "ratio");
+		for (u32 b = 0; b < 2; b++) {
+			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+				double base = 0;
 
-		for (int p = 0; p < 2; p++) {
-			memset(&a, 0, sizeof(a));
-			if (run(o, "bench_reset", &a, &secs))
-				return 1;
-			a.ops = 200 * 1024;	/* a multiple of the batch */
-			a.size = sizes[i];
-			if (run(o, progs[p], &a, &secs) || a.failed || a.done != a.ops) {
-				fprintf(stderr, "bench: %s failed (done %u, failed %u)\n", progs[p],
-					a.done, a.failed);
-				return 1;
+				for (u32 al = 0; al < NR_ALLOCS; al++) {
+					u32 ops = al == ALLOC_BUDDY ? 64 * 256 : 256 * 256;
+					double r = cell(al, b, sizes[s], ops, threads, &failed);
+
+					if (r < 0) {
+						printf("%-6s %-5u %-8s   (failed to run)\n",
+						       b ? "batch" : "pairs", sizes[s],
+						       alloc_names[al]);
+						continue;
+					}
+					if (al == ALLOC_HEAP)
+						base = r;
+					printf("%-6s %-5u %-8s %12.0f %9.1f %6.2fx%s\n",
+					       b ? "batch" : "pairs", sizes[s], alloc_names[al], r,
+					       1e9 * threads / r, base ? r / base : 0,
+					       failed ? " (some allocations failed)" : "");
+				}
 			}
-			/* A pair is two calls: count calls. */
-			printf("%-8s %-6u %12.0f %10.1f\n", p ? "batch" : "pairs", sizes[i],
-			       2.0 * a.done / secs, secs * 1e9 / (2.0 * a.done));
 		}
 	}
 
-	memset(&a, 0, sizeof(a));
-	if (run(o, "bench_reset", &a, &secs) || run(o, "bench_mixed", &a, &secs)) {
-		fprintf(stderr, "bench: mixed workload failed\n");
-		return 1;
+	g = libarena_heap(obj);
+	for (u32 al = ALLOC_HEAP; al <= ALLOC_BUDDY; al++) {
+		memset(&a, 0, sizeof(a));
+		a.alloc = al;
+		if (al == ALLOC_BUDDY && run_simple("bench_reset", &a)) {
+			fprintf(stderr, "bench: bench_reset failed\n");
+			return 1;
+		}
+		if (run_simple("bench_mixed", &a)) {
+			fprintf(stderr, "bench: mixed workload (%s) failed\n", alloc_names[al]);
+			return 1;
+		}
+		if (al == ALLOC_HEAP && g)
+			a.pages_reserve = heap_reserve_pages(g);
+		printf("\nmixed workload, %s: %u allocations of 16 B..64 KiB (a third freed again), "
+		       "%llu bytes live in %llu bytes of objects\n", alloc_names[al], a.done,
+		       (unsigned long long)a.live_bytes, (unsigned long long)a.block_bytes);
+		printf("  pages held %llu (%llu of them spare): overhead %.2fx (held / live), "
+		       "%.2fx without the spares, rounding alone %.2fx\n",
+		       (unsigned long long)a.pages_held, (unsigned long long)a.pages_reserve,
+		       a.pages_held * 4096.0 / a.live_bytes,
+		       (a.pages_held - a.pages_reserve) * 4096.0 / a.live_bytes,
+		       (double)a.block_bytes / a.live_bytes);
+		run_simple("bench_mixed_free", &a);
 	}
-	printf("mixed workload: %u allocations (a third freed again), %llu bytes live in "
-	       "%llu bytes of blocks; allocator holds %llu pages = %llu bytes\n", a.done,
-	       (unsigned long long)a.live_bytes, (unsigned long long)a.block_bytes,
-	       (unsigned long long)a.pages_held, (unsigned long long)a.pages_held * 4096);
-	printf("mixed workload: overhead %.2fx (held / live), rounding alone %.2fx "
-	       "(blocks / live)\n", a.pages_held * 4096.0 / a.live_bytes,
-	       (double)a.block_bytes / a.live_bytes);
-	bpf_object__close(o);
+	if (g)
+		libarena_heap_stats_print(g, stdout);
+	bpf_object__close(obj);
 	return 0;
 }

@@ -557,8 +557,7 @@ __weak int arena_free(void __arena *ptr __arg_arena)
 	if (!in_heap_window(obj)) {
 		if (arena_buddy_is_ready()) {
 			err = buddy_free_nosleep((struct buddy __arena *)arena_buddy_addr(), ptr);
-			if (!err)
-				atomic_add(&g->large_frees, 1);
+			atomic_add(err ? &g->bad_frees : &g->large_frees, 1);
 			return err;
 		}
 		atomic_add(&g->bad_frees, 1);

@@ -482,13 +482,15 @@ int alloc_for_stats(struct stats_args *args)
 
 	if (!args->count) {
 		for (i = zero; i < STATS_MAX && can_loop; i++) {
-			arena_free((void __arena *)stats_ptr[i & (STATS_MAX - 1)]);
+			buddy_free((struct buddy __arena *)arena_buddy_addr(),
+				   (void __arena *)stats_ptr[i & (STATS_MAX - 1)]);
 			stats_ptr[i & (STATS_MAX - 1)] = 0;
 		}
 		return 0;
 	}
 	for (i = zero; i < n && can_loop; i++) {
-		stats_ptr[i & (STATS_MAX - 1)] = (u64)arena_malloc(args->size);
+		stats_ptr[i & (STATS_MAX - 1)] =
+			(u64)buddy_alloc((struct buddy __arena *)arena_buddy_addr(), args->size);
 		if (!stats_ptr[i & (STATS_MAX - 1)])
 			return -ENOMEM;
 	}

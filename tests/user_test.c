@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 #include "host/check.h"
@@ -22,7 +25,7 @@ struct log_lines_args {
 };
 
 static struct bpf_object *obj;
-static const char *buddy_path, *bitmap_path;
+static const char *buddy_path, *bitmap_path, *heap_path;
 static struct bpf_program *log_lines;
 static struct arena_log *ring;
 
@@ -312,6 +315,7 @@ static int test_buddy_stats(void)
 	/* Loaded on its own: every object maps its arena at the same fixed address. */
 	buddy_obj = bpf_object__open_file(buddy_path, NULL);
 	CHECK(buddy_obj && !bpf_object__load(buddy_obj), "cannot load %s", buddy_path);
+	CHECK(libarena_heap_refill(buddy_obj, NULL) == 0, "");
 	reset = bpf_object__find_program_by_name(buddy_obj, "arena_buddy_reset");
 	alloc = bpf_object__find_program_by_name(buddy_obj, "alloc_for_stats");
 	CHECK(reset && alloc, "");
@@ -381,6 +385,7 @@ static int test_bitmap_print(void)
 
 	o = bpf_object__open_file(bitmap_path, NULL);
 	CHECK(o && !bpf_object__load(o), "cannot load %s", bitmap_path);
+	CHECK(libarena_heap_refill(o, NULL) == 0, "");
 	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "test_bitmap_whole_map"),
 				NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
 	CHECK(libarena_log_drain(libarena_log(o), find_line, &f, NULL) > 0, "");
@@ -389,10 +394,150 @@ static int test_bitmap_print(void)
 	return 0;
 }
 
+struct heap_counts {
+	u64 ok, fail;
+	s64 outstanding;
+	u64 nested;
+	u32 iterations;
+	u32 pad;
+};
+
+static int heap_counts(struct bpf_object *o, struct heap_counts *c)
+{
+	int ret;
+
+	if (libarena_run_prog(bpf_object__find_program_by_name(o, "heap_counts"), c,
+			      sizeof(*c), &ret) || ret)
+		return -1;
+	return 0;
+}
+
+/* Run an XDP or tc program on a dummy packet, repeat times; its last return value. */
+static int run_packet_prog(struct bpf_object *o, const char *name, int repeat, int *retval)
+{
+	char pkt[64] = { 0 };
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = sizeof(pkt),
+		    .repeat = repeat);
+	struct bpf_program *p = bpf_object__find_program_by_name(o, name);
+
+	if (!p || bpf_prog_test_run_opts(bpf_program__fd(p), &opts))
+		return -1;
+	*retval = opts.retval;
+	return 0;
+}
+
+static void pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/*
+ * The fast allocator from non-sleepable program types: XDP and tc test runs, a tp_btf
+ * program on hrtimer expiry (hard interrupt context, nesting into whatever runs), a
+ * kprobe; reserve exhaustion from XDP and the background refill; statistics.
+ */
+static int test_heap_program_types(void)
+{
+	struct heap_counts c0 = {}, c = {};
+	struct arena_heap_global *g;
+	struct arena_heap_stats st;
+	struct bpf_link *link;
+	struct bpf_object *o;
+	unsigned long long wq_runs;
+	char *buf = NULL;
+	size_t len = 0;
+	int ret, i;
+	FILE *f;
+
+	o = bpf_object__open_file(heap_path, NULL);
+	CHECK(o && !bpf_object__load(o), "cannot load %s", heap_path);
+	CHECK(libarena_heap_refill(o, NULL) == 0, "");
+	g = libarena_heap(o);
+	CHECK(g && g->magic == HEAP_GLOBAL_MAGIC, "");
+	CHECK(g->nr_cpus == (u32)libbpf_num_possible_cpus(), "%u CPUs", g->nr_cpus);
+	pin_to_cpu(0);
+	CHECK(heap_counts(o, &c0) == 0, "");
+
+	CHECK(run_packet_prog(o, "heap_xdp", 1000, &ret) == 0 && ret == XDP_PASS, "xdp %d", ret);
+	CHECK(run_packet_prog(o, "heap_tc", 1000, &ret) == 0 && ret == 0, "tc %d", ret);
+	CHECK(heap_counts(o, &c) == 0, "");
+	CHECK(c.ok - c0.ok == 2000 && c.fail == c0.fail, "ok %llu fail %llu",
+	      (unsigned long long)(c.ok - c0.ok), (unsigned long long)(c.fail - c0.fail));
+
+	/* A kprobe program allocates on every nanosleep. */
+	link = bpf_program__attach(bpf_object__find_program_by_name(o, "heap_kprobe"));
+	CHECK(link, "kprobe attach: %s", strerror(errno));
+	for (i = 0; i < 20; i++)
+		usleep(100);
+	bpf_link__destroy(link);
+	c0 = c;
+	CHECK(heap_counts(o, &c) == 0, "");
+	CHECK(c.ok - c0.ok >= 20 && c.fail == c0.fail, "kprobe ok %llu",
+	      (unsigned long long)(c.ok - c0.ok));
+
+	/*
+	 * Timer interrupts allocate while a syscall program churns on the same CPU: some
+	 * land inside a malloc or free and must take the next heap level. Bounded: stop at
+	 * the first nesting seen, or after 60 rounds.
+	 */
+	link = bpf_program__attach(bpf_object__find_program_by_name(o, "heap_hrtimer"));
+	CHECK(link, "tp_btf attach: %s", strerror(errno));
+	c0 = c;
+	for (i = 0; i < 60; i++) {
+		struct heap_counts churn = { .iterations = 200000 };
+
+		CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "heap_churn"),
+					&churn, sizeof(churn), &ret) == 0 && ret == 0, "churn %d", ret);
+		CHECK(heap_counts(o, &c) == 0, "");
+		if (c.nested > c0.nested)
+			break;
+	}
+	bpf_link__destroy(link);
+	CHECK(heap_counts(o, &c) == 0, "");
+	printf("    hrtimer program: %llu rounds allocated, %llu nested heap uses, %d churn runs\n",
+	       (unsigned long long)(c.ok - c0.ok), (unsigned long long)(c.nested - c0.nested),
+	       i + 1);
+	CHECK(c.ok > c0.ok && c.fail == c0.fail, "");
+	CHECK(c.nested > c0.nested, "no interrupt landed in a heap operation");
+	CHECK(c.outstanding == c0.outstanding, "outstanding %lld, was %lld",
+	      (long long)c.outstanding, (long long)c0.outstanding);
+
+	/* XDP drains its CPU's reserve: a clean NULL; the background refill brings more. */
+	CHECK(run_packet_prog(o, "heap_xdp_hoard", 1, &ret) == 0 && ret == XDP_DROP,
+	      "hoard %d", ret);
+	libarena_heap_totals(g, &st);
+	CHECK(st.shortfalls > 0, "");
+	wq_runs = g->wq_runs;
+	for (i = 0; i < 400 && g->wq_runs == wq_runs; i++)
+		usleep(5000);
+	CHECK(g->wq_runs > wq_runs, "the workqueue never ran");
+	CHECK(run_packet_prog(o, "heap_xdp_hoard", 1, &ret) == 0, "");
+	printf("    background refill after %d ms\n", i * 5);
+	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "heap_hoard_free"), NULL, 0,
+				&ret) == 0 && ret == 0, "");
+	CHECK(libarena_heap_collect(o) >= 0, "");
+
+	f = open_memstream(&buf, &len);
+	CHECK(libarena_heap_stats_print(g, f) == 0, "");
+	fclose(f);
+	printf("%s", buf);
+	CHECK(strstr(buf, "heap ready:"), "");
+	CHECK(strstr(buf, "by the workqueue"), "");
+	free(buf);
+	CHECK(libarena_heap_stats_print(NULL, stdout) == -EINVAL, "");
+	bpf_object__close(o);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP (objects)\n");
+	if (argc != 5) {
+		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP "
+			"(objects)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -411,6 +556,7 @@ int main(int argc, char **argv)
 	}
 	buddy_path = argv[2];
 	bitmap_path = argv[3];
+	heap_path = argv[4];
 	host_run("user", "get_info", test_get_info);
 	host_run("user", "log_order_and_content", test_order_and_content);
 	host_run("user", "log_long_lines", test_long_lines);
@@ -422,5 +568,6 @@ int main(int argc, char **argv)
 	bpf_object__close(obj);
 	host_run("user", "buddy_stats", test_buddy_stats);
 	host_run("user", "bitmap_print", test_bitmap_print);
+	host_run("user", "heap_program_types", test_heap_program_types);
 	return host_summary();
 }

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Allocator benchmark programs, driven by bench/bench.c. Four ways to get memory in a
+ * BPF program, side by side:
+ *   ALLOC_HEAP    arena_malloc / arena_free (the fast per-CPU allocator)
+ *   ALLOC_BUDDY   buddy_alloc / buddy_free on one shared buddy allocator
+ *   ALLOC_OBJ     bpf_obj_new / bpf_obj_drop (the kernel's BPF object allocator); a
+ *                 batch holds its objects as kptrs in a map, as a program must
+ *   ALLOC_HASH    a BPF hash map (preallocated) insert / delete of a value of the size
+ * Workloads: malloc+free pairs, and batches of BATCH allocations then their frees. Plus
+ * the mixed workload whose memory overhead bench.c reports.
+ */
+#include <libarena/common.h>
+#include <bpf/bpf_core_read.h>
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+enum { ALLOC_HEAP, ALLOC_BUDDY, ALLOC_OBJ, ALLOC_HASH };
+
+struct bench_args {
+	u32 alloc;		/* in: ALLOC_* */
+	u32 batch;		/* in: 0 pairs, 1 batches */
+	u32 size;		/* in: 16, 64, 256, 1024 or 4096 */
+	u32 ops;		/* in: allocations to do (a multiple of BATCH) */
+	u32 thread;		/* in: 0 .. MAX_THREADS - 1 */
+	u32 done;		/* out: allocations done */
+	u32 failed;		/* out: allocations that failed */
+	u32 pad;
+	u64 live_bytes;		/* mixed: bytes asked for and still allocated */
+	u64 block_bytes;	/* mixed: bytes of the objects that hold them */
+	u64 pages_held;		/* mixed: pages the allocator has mapped */
+	u64 pages_reserve;	/* mixed: of those, spare (reserves, empty chunks) */
+};
+
+#define BATCH		256
+#define MAX_THREADS	8
+
+struct buddy __arena_global bench_b;
+u64 __arena_global batch[MAX_THREADS][BATCH];
+
+/* bpf_obj_new needs a type per size. */
+struct o16 { u8 d[16]; };
+struct o64 { u8 d[64]; };
+struct o256 { u8 d[256]; };
+struct o1024 { u8 d[1024]; };
+struct o4096 { u8 d[4096]; };
+
+void *bpf_obj_new_impl(__u64 local_type_id__k, void *meta__ign) __ksym;
+void bpf_obj_drop_impl(void *kptr, void *meta__ign) __ksym;
+#define obj_new(type) ((type *)bpf_obj_new_impl(bpf_core_type_id_local(type), NULL))
+#define obj_drop(p) bpf_obj_drop_impl(p, NULL)
+
+struct kslot {
+	struct o16 __kptr *p16;
+	struct o64 __kptr *p64;
+	struct o256 __kptr *p256;
+	struct o1024 __kptr *p1024;
+	struct o4096 __kptr *p4096;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_THREADS * BATCH);
+	__type(key, u32);
+	__type(value, struct kslot);
+} kslots SEC(".maps");
+
+#define HASH_MAP(name, bytes)						\
+	struct v##bytes { u8 d[bytes]; };				\
+	struct {							\
+		__uint(type, BPF_MAP_TYPE_HASH);			\
+		__uint(max_entries, MAX_THREADS * BATCH);		\
+		__type(key, u32);					\
+		__type(value, struct v##bytes);				\
+	} name SEC(".maps")
+
+HASH_MAP(h16, 16);
+HASH_MAP(h64, 64);
+HASH_MAP(h256, 256);
+HASH_MAP(h1024, 1024);
+HASH_MAP(h4096, 4096);
+
+static __always_inline void *hash_of(u32 size)
+{
+	switch (size) {
+	case 16: return &h16;
+	case 64: return &h64;
+	case 256: return &h256;
+	case 1024: return &h1024;
+	default: return &h4096;
+	}
+}
+
+/* A zeroed value to insert: the largest, in a per-CPU array. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct v4096);
+} zero_value SEC(".maps");
+
+SEC("syscall")
+int bench_reset(struct bench_args *a)
+{
+	if (bench_b.magic == BUDDY_MAGIC)
+		buddy_destroy(&bench_b);
+	return buddy_init(&bench_b);
+}
+
+/* One bpf_obj_new of the size into slot k, or a drop of what is there. */
+#define OBJ_CASE(bytes)								\
+	case bytes: {								\
+		struct o##bytes *p = NULL, *old;				\
+		if (put) {							\
+			p = obj_new(struct o##bytes);				\
+			if (!p)							\
+				return -ENOMEM;					\
+		}								\
+		old = bpf_kptr_xchg(&s->p##bytes, p);				\
+		if (old)							\
+			obj_drop(old);						\
+		return 0;							\
+	}
+
+static __noinline int obj_slot(u32 size, u32 k, bool put)
+{
+	struct kslot *s = bpf_map_lookup_elem(&kslots, &k);
+
+	if (!s)
+		return -ENOENT;
+	switch (size) {
+	OBJ_CASE(16)
+	OBJ_CASE(64)
+	OBJ_CASE(256)
+	OBJ_CASE(1024)
+	OBJ_CASE(4096)
+	}
+	return -EINVAL;
+}
+
+/* A pair: one allocation and its free. */
+#define OBJ_PAIR(bytes)								\
+	case bytes: {								\
+		struct o##bytes *p = obj_new(struct o##bytes);			\
+		if (!p)								\
+			return -ENOMEM;						\
+		obj_drop(p);							\
+		return 0;							\
+	}
+
+static __noinline int obj_pair(u32 size)
+{
+	switch (size) {
+	OBJ_PAIR(16)
+	OBJ_PAIR(64)
+	OBJ_PAIR(256)
+	OBJ_PAIR(1024)
+	OBJ_PAIR(4096)
+	}
+	return -EINVAL;
+}
+
+/* Get (put) or give back (!put) the object of slot k of this thread. 0 or -errno. */
+static __noinline int one(struct bench_args *a, u32 k, bool put)
+{
+	u32 key = (a->thread % MAX_THREADS) * BATCH + k % BATCH, zk = 0;
+	u64 __arena *slot = &batch[a->thread % MAX_THREADS][k % BATCH];
+	void *v;
+
+	switch (a->alloc) {
+	case ALLOC_HEAP:
+		if (put) {
+			*slot = (u64)arena_malloc(a->size);
+			return *slot ? 0 : -ENOMEM;
+		}
+		return arena_free((void __arena *)*slot);
+	case ALLOC_BUDDY:
+		if (put) {
+			*slot = (u64)buddy_alloc(&bench_b, a->size);
+			return *slot ? 0 : -ENOMEM;
+		}
+		return buddy_free(&bench_b, (void __arena *)*slot);
+	case ALLOC_OBJ:
+		return obj_slot(a->size, key, put);
+	default:
+		if (!put)
+			return bpf_map_delete_elem(hash_of(a->size), &key);
+		v = bpf_map_lookup_elem(&zero_value, &zk);
+		if (!v)
+			return -ENOENT;
+		return bpf_map_update_elem(hash_of(a->size), &key, v, BPF_NOEXIST);
+	}
+}
+
+SEC("syscall")
+int bench_run(struct bench_args *a)
+{
+	u32 i, k, done = zero, failed = zero;
+
+	if (!a->batch) {
+		for (i = zero; i < a->ops && can_loop; i++) {
+			if (a->alloc == ALLOC_OBJ) {
+				failed += obj_pair(a->size) != 0;
+				continue;
+			}
+			if (one(a, 0, true)) {
+				failed++;
+				continue;
+			}
+			one(a, 0, false);
+		}
+		a->done = i;
+		a->failed = failed;
+		return 0;
+	}
+	for (i = zero; i < a->ops / BATCH && can_loop; i++) {
+		for (k = zero; k < BATCH && can_loop; k++)
+			failed += one(a, k, true) != 0;
+		for (k = zero; k < BATCH && can_loop; k++)
+			one(a, k, false);
+		done += BATCH;
+	}
+	a->done = done;
+	a->failed = failed;
+	return 0;
+}
+
+/* Mixed sizes, a third freed again in between: what stays is live_bytes. */
+#define MIX 4096
+u64 __arena_global mix_ptr[MIX];
+u32 __arena_global mix_size[MIX];
+
+static __always_inline u64 mix_size_of(u64 x)
+{
+	/* Mostly small objects, some medium, a few large: 16 B .. 64 KiB. */
+	switch (x % 8) {
+	case 0: case 1: case 2: return 16 + x % 48;
+	case 3: case 4: return 64 + x % 192;
+	case 5: return 256 + x % 768;
+	case 6: return 1024 + x % 3072;
+	default: return 4096 + x % 61440;
+	}
+}
+
+static __noinline u64 mix_alloc(u32 alloc, u64 size)
+{
+	u64 p;
+
+	if (alloc == ALLOC_BUDDY)
+		return (u64)buddy_alloc(&bench_b, size);
+	p = (u64)arena_malloc(size);
+	if (!p && !arena_heap_maintain())	/* a sleepable program may refill */
+		p = (u64)arena_malloc(size);
+	return p;
+}
+
+SEC("syscall")
+int bench_mixed(struct bench_args *a)
+{
+	struct arena_heap_global __arena *g = (void __arena *)arena_heap_global_addr();
+	u64 x, size, live, blocks;
+	u32 i, cls;
+
+	/* Opaque starts: the verifier must not follow the generator's constant values. */
+	x = zero + 0x9e3779b97f4a7c15ull;
+	live = blocks = zero;
+	for (i = zero; i < MIX && can_loop; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		size = mix_size_of(x);
+		mix_ptr[i & (MIX - 1)] = mix_alloc(a->alloc, size);
+		mix_size[i & (MIX - 1)] = size;
+		if (!mix_ptr[i & (MIX - 1)])
+			return -ENOMEM;
+		live += size;
+		/* Free every third allocation right away: holes as in real use. */
+		if (i % 3 == 2) {
+			if (a->alloc == ALLOC_BUDDY)
+				buddy_free(&bench_b, (void __arena *)mix_ptr[i & (MIX - 1)]);
+			else
+				arena_free((void __arena *)mix_ptr[i & (MIX - 1)]);
+			mix_ptr[i & (MIX - 1)] = 0;
+			live -= size;
+		}
+	}
+	a->live_bytes = live;
+	a->done = i;
+	if (a->alloc == ALLOC_BUDDY) {
+		for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
+			blocks += bench_b.stats.blocks_in_use[i & 15] << (i + BUDDY_MIN_SHIFT);
+		a->block_bytes = blocks;
+		a->pages_held = bench_b.stats.chunks_held *
+				(BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
+		a->pages_reserve = bench_b.stats.chunks_spare *
+				   (BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
+		return 0;
+	}
+	for (i = zero; i < MIX && can_loop; i++) {
+		if (!mix_ptr[i & (MIX - 1)])
+			continue;
+		cls = arena_heap_class(mix_size[i & (MIX - 1)]);
+		blocks += cls < HEAP_NR_CLASSES ? arena_heap_class_size(cls) :
+						  mix_size[i & (MIX - 1)];
+	}
+	a->block_bytes = blocks;
+	a->pages_held = g->pages_mapped;
+	return 0;
+}
+
+/* Free what bench_mixed left. */
+SEC("syscall")
+int bench_mixed_free(struct bench_args *a)
+{
+	u32 i;
+
+	for (i = zero; i < MIX && can_loop; i++) {
+		if (!mix_ptr[i & (MIX - 1)])
+			continue;
+		if (a->alloc == ALLOC_BUDDY)
+			buddy_free(&bench_b, (void __arena *)mix_ptr[i & (MIX - 1)]);
+		else
+			arena_free((void __arena *)mix_ptr[i & (MIX - 1)]);
+		mix_ptr[i & (MIX - 1)] = 0;
+	}
+	return 0;
+}
