@@ -339,7 +339,7 @@ static __noinline void take_revived(struct arena_heap __arena *h)
 	}
 }
 
-/* A fresh span for a class, from the heap's reserve. 0 when it is empty. */
+/* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
 static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
@@ -413,10 +413,9 @@ static __noinline u64 alloc_slow(struct arena_heap __arena *h, u32 cls)
 		if (s) {
 			unlink_partial(h, s - 1, span_desc(s - 1));
 		} else {
-			s = take_reserve(h, cls);
+			s = take_reserve(h, cls);	/* span + 1, like every list */
 			if (!s)
 				return 0;
-			s++;
 		}
 		h->current[cls] = s;
 		addr = alloc_fast(h, cls);
@@ -523,6 +522,28 @@ __weak u64 arena_malloc_addr(u64 size)
 	if (!addr)
 		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
 	return addr;
+}
+
+/*
+ * Sleepable programs only (it reaches the page kfuncs): arena_malloc, and when the
+ * reserve is empty, refill it here and try again instead of failing.
+ */
+__weak u64 arena_malloc_sleepable_addr(u64 size)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 addr;
+	int i;
+
+	for (i = zero; i < 3 && can_loop; i++) {
+		if (size > HEAP_MEDIUM_MAX || READ_ONCE(g->magic) == HEAP_GLOBAL_MAGIC) {
+			addr = arena_malloc_addr(size);
+			if (addr || !size || size > BUDDY_MAX_SIZE)
+				return addr;
+		}
+		if (arena_heap_maintain())
+			return 0;
+	}
+	return 0;
 }
 
 /* Why a pointer cannot be freed, or 0. */

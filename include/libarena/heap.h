@@ -10,6 +10,8 @@
  *   arena_free(ptr)          0; NULL is a no-op; -EINVAL (and a log line) for a double
  *                            free, an interior, foreign or never-allocated pointer.
  *   arena_calloc(n, size), arena_memset(p, c, n) as before.
+ *   arena_malloc_sleepable(size)  sleepable programs: refills the reserve and retries
+ *                            where arena_malloc would fail for want of a span.
  *
  * Fast paths take no lock, run no loop and never call a page kfunc: malloc pops the
  * CPU's current span of the size class (or carves the next never-used object), free
@@ -185,6 +187,14 @@ int arena_memset(void __arena *ptr __arg_arena, int c, u64 n);
 static __always_inline void __arena *arena_malloc(size_t size)
 {
 	return (void __arena *)arena_malloc_addr(size);
+}
+
+/* Sleepable programs: refill and retry where arena_malloc would return NULL. */
+u64 arena_malloc_sleepable_addr(u64 size);
+
+static __always_inline void __arena *arena_malloc_sleepable(size_t size)
+{
+	return (void __arena *)arena_malloc_sleepable_addr(size);
 }
 
 static __always_inline void __arena *arena_calloc(size_t n, size_t size)
