@@ -258,8 +258,8 @@ SEC("syscall")
 int bench_mixed(struct bench_args *a)
 {
 	struct arena_heap_global __arena *g = (void __arena *)arena_heap_global_addr();
-	u64 x, size, live, blocks;
-	u32 i, cls;
+	u64 x, size, live, blocks, held, spare = 0;
+	u32 i, cls, alloc = a->alloc, n;
 
 	/* Opaque starts: the verifier must not follow the generator's constant values. */
 	x = zero + 0x9e3779b97f4a7c15ull;
@@ -269,14 +269,14 @@ int bench_mixed(struct bench_args *a)
 		x ^= x >> 7;
 		x ^= x << 17;
 		size = mix_size_of(x);
-		mix_ptr[i & (MIX - 1)] = mix_alloc(a->alloc, size);
+		mix_ptr[i & (MIX - 1)] = mix_alloc(alloc, size);
 		mix_size[i & (MIX - 1)] = size;
 		if (!mix_ptr[i & (MIX - 1)])
 			return -ENOMEM;
 		live += size;
 		/* Free every third allocation right away: holes as in real use. */
 		if (i % 3 == 2) {
-			if (a->alloc == ALLOC_BUDDY)
+			if (alloc == ALLOC_BUDDY)
 				buddy_free(&bench_b, (void __arena *)mix_ptr[i & (MIX - 1)]);
 			else
 				arena_free((void __arena *)mix_ptr[i & (MIX - 1)]);
@@ -284,27 +284,33 @@ int bench_mixed(struct bench_args *a)
 			live -= size;
 		}
 	}
-	a->live_bytes = live;
-	a->done = i;
-	if (a->alloc == ALLOC_BUDDY) {
+	n = i;
+	if (alloc == ALLOC_BUDDY) {
 		for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
 			blocks += bench_b.stats.blocks_in_use[i & 15] << (i + BUDDY_MIN_SHIFT);
-		a->block_bytes = blocks;
-		a->pages_held = bench_b.stats.chunks_held *
-				(BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
-		a->pages_reserve = bench_b.stats.chunks_spare *
-				   (BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
-		return 0;
+		held = bench_b.stats.chunks_held * (BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
+		spare = bench_b.stats.chunks_spare * (BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
+	} else {
+		for (i = zero; i < MIX && can_loop; i++) {
+			if (!mix_ptr[i & (MIX - 1)])
+				continue;
+			cls = arena_heap_class(mix_size[i & (MIX - 1)]);
+			blocks += cls < HEAP_NR_CLASSES ? arena_heap_class_size(cls) :
+							  mix_size[i & (MIX - 1)];
+		}
+		held = g->pages_mapped;
 	}
-	for (i = zero; i < MIX && can_loop; i++) {
-		if (!mix_ptr[i & (MIX - 1)])
-			continue;
-		cls = arena_heap_class(mix_size[i & (MIX - 1)]);
-		blocks += cls < HEAP_NR_CLASSES ? arena_heap_class_size(cls) :
-						  mix_size[i & (MIX - 1)];
-	}
+	/* Stores through the context pointer itself: 6.12 refuses a moved one. */
+	barrier_var(a);
+	a->live_bytes = live;
+	barrier_var(a);
+	a->done = n;
+	barrier_var(a);
 	a->block_bytes = blocks;
-	a->pages_held = g->pages_mapped;
+	barrier_var(a);
+	a->pages_held = held;
+	barrier_var(a);
+	a->pages_reserve = spare;
 	return 0;
 }
 

@@ -395,7 +395,7 @@ static int test_bitmap_print(void)
 }
 
 struct heap_counts {
-	u64 ok, fail;
+	u64 ok, fail, null;
 	s64 outstanding;
 	u64 nested;
 	u32 iterations;
@@ -498,8 +498,9 @@ static int test_heap_program_types(void)
 	}
 	bpf_link__destroy(link);
 	CHECK(heap_counts(o, &c) == 0, "");
-	printf("    hrtimer program: %llu rounds allocated, %llu nested heap uses, %d churn runs\n",
-	       (unsigned long long)(c.ok - c0.ok), (unsigned long long)(c.nested - c0.nested),
+	printf("    hrtimer program: %llu rounds allocated, %llu met an empty reserve, "
+	       "%llu nested heap uses, %d churn runs\n", (unsigned long long)(c.ok - c0.ok),
+	       (unsigned long long)(c.null - c0.null), (unsigned long long)(c.nested - c0.nested),
 	       i + 1);
 	CHECK(c.ok > c0.ok && c.fail == c0.fail, "");
 	CHECK(c.nested > c0.nested, "no interrupt landed in a heap operation");
