@@ -370,7 +370,7 @@ __weak u64 rb_create_addr(enum rbtree_alloc alloc, enum rbtree_insert_mode inser
 __weak int rb_destroy(struct rbtree __arena *t __arg_arena)
 {
 	rbnode_t *n, *p;
-	u64 freed = 0, steps, max_steps;
+	u64 freed = zero, steps, max_steps;
 
 	arena_subprog_init();
 	if (!t || (t->magic != RB_MAGIC && t->magic != RB_DYING)) {
@@ -517,8 +517,8 @@ __weak int rb_remove_node(struct rbtree __arena *t __arg_arena,
 	return 0;
 }
 
-__weak int rb_pop(struct rbtree __arena *t __arg_arena, u64 *key __arg_nullable,
-		  u64 *value __arg_nullable)
+__weak int rb_pop(struct rbtree __arena *t __arg_arena, u64 *key,
+		  u64 *value)
 {
 	rbnode_t *n;
 
@@ -566,7 +566,7 @@ __weak int rb_node_free(struct rbnode __arena *node __arg_arena)
 	return arena_free(node);
 }
 
-__weak int rb_find(struct rbtree __arena *t __arg_arena, u64 key, u64 *value __arg_nullable)
+__weak int rb_find(struct rbtree __arena *t __arg_arena, u64 key, u64 *value)
 {
 	u64 n;
 
@@ -581,8 +581,8 @@ __weak int rb_find(struct rbtree __arena *t __arg_arena, u64 key, u64 *value __a
 	return 0;
 }
 
-__weak int rb_least(struct rbtree __arena *t __arg_arena, u64 *key __arg_nullable,
-		    u64 *value __arg_nullable)
+__weak int rb_least(struct rbtree __arena *t __arg_arena, u64 *key,
+		    u64 *value)
 {
 	rbnode_t *n;
 
@@ -730,8 +730,8 @@ __weak int rb_range(struct rbtree __arena *t __arg_arena, u64 lo, u64 hi,
 __weak int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 {
 	rbnode_t *n, *prev = NULL;
-	u64 count = 0, last = 0;
-	int depth = 1, bh = 1, want_bh = -1;
+	u64 count = zero, last = 0;
+	int depth = zero + 1, bh = 1, want_bh = -1;
 	const char *what = NULL;
 	bool dup, from_left, seen = false;
 

@@ -137,7 +137,7 @@ __weak int spmc_owned_add(struct spmc __arena *q __arg_arena, u64 val)
 	return 0;
 }
 
-__weak int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val __arg_nullable)
+__weak int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val)
 {
 	struct spmc_arr __arena *a;
 	u64 b, t, v;
@@ -172,7 +172,7 @@ __weak int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val __arg_
 	return 0;
 }
 
-__weak int spmc_steal(struct spmc __arena *q __arg_arena, u64 *val __arg_nullable)
+__weak int spmc_steal(struct spmc __arena *q __arg_arena, u64 *val)
 {
 	struct spmc_arr __arena *a;
 	u64 b, t, v;

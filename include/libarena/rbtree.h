@@ -71,14 +71,6 @@
 
 #include <libarena/common.h>
 
-#ifndef __arg_nullable
-#ifdef __BPF__
-#define __arg_nullable __attribute((btf_decl_tag("arg:nullable")))
-#else
-#define __arg_nullable
-#endif
-#endif
-
 /* The struct that holds member at ptr (arena pointers). */
 #ifndef arena_container_of
 #define arena_container_of(ptr, type, member)					\
@@ -137,17 +129,17 @@ int rb_destroy(struct rbtree __arena *t __arg_arena);
 
 int rb_insert(struct rbtree __arena *t __arg_arena, u64 key, u64 value);
 int rb_remove(struct rbtree __arena *t __arg_arena, u64 key);
-int rb_pop(struct rbtree __arena *t __arg_arena, u64 *key __arg_nullable,
-	   u64 *value __arg_nullable);
+int rb_pop(struct rbtree __arena *t __arg_arena, u64 *key,
+	   u64 *value);
 
 int rb_insert_node(struct rbtree __arena *t __arg_arena, struct rbnode __arena *node __arg_arena);
 int rb_remove_node(struct rbtree __arena *t __arg_arena, struct rbnode __arena *node __arg_arena);
 u64 rb_node_alloc_addr(u64 key, u64 value);
 int rb_node_free(struct rbnode __arena *node __arg_arena);
 
-int rb_find(struct rbtree __arena *t __arg_arena, u64 key, u64 *value __arg_nullable);
-int rb_least(struct rbtree __arena *t __arg_arena, u64 *key __arg_nullable,
-	     u64 *value __arg_nullable);
+int rb_find(struct rbtree __arena *t __arg_arena, u64 key, u64 *value);
+int rb_least(struct rbtree __arena *t __arg_arena, u64 *key,
+	     u64 *value);
 int rb_print(struct rbtree __arena *t __arg_arena);
 int rb_integrity_check(struct rbtree __arena *t __arg_arena);
 

@@ -44,14 +44,6 @@
 
 #include <libarena/common.h>
 
-#ifndef __arg_nullable
-#ifdef __BPF__
-#define __arg_nullable __attribute((btf_decl_tag("arg:nullable")))
-#else
-#define __arg_nullable
-#endif
-#endif
-
 #define SPMC_ARR_BASESZ		128		/* slots of the first array */
 #define SPMC_ARR_ORDERS		10		/* arrays of 128 .. 64K slots */
 #define SPMC_MAX_VALUES		(SPMC_ARR_BASESZ << (SPMC_ARR_ORDERS - 1))
@@ -76,8 +68,8 @@ struct spmc {
 u64 spmc_create_addr(void);
 int spmc_destroy(struct spmc __arena *q __arg_arena);
 int spmc_owned_add(struct spmc __arena *q __arg_arena, u64 val);
-int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val __arg_nullable);
-int spmc_steal(struct spmc __arena *q __arg_arena, u64 *val __arg_nullable);
+int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val);
+int spmc_steal(struct spmc __arena *q __arg_arena, u64 *val);
 int spmc_count(struct spmc __arena *q __arg_arena);
 
 static __always_inline struct spmc __arena *spmc_create(void)
