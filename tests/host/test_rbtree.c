@@ -156,7 +156,7 @@ static int check_range(struct rbtree *t, u64 keyspace)
 /* One mode: ops random operations against the model. */
 static int fuzz(enum rbtree_alloc alloc, enum rbtree_insert_mode mode, long ops, u64 keyspace)
 {
-	bool own = alloc == RB_ALLOC, dup = mode == RB_DUPLICATE;
+	bool own = alloc == RB_ALLOC;
 	long base = host_live_blocks;
 	struct rbtree *t = rb_create(alloc, mode);
 	u64 k, v, gk, gv;
@@ -187,7 +187,7 @@ static int fuzz(enum rbtree_alloc alloc, enum rbtree_insert_mode mode, long ops,
 				ret = rb_insert_node(t, &it->node);
 			}
 			if (at >= 0 && mode == RB_DEFAULT) {
-				CHECK(ret == -EALREADY, "op %ld: duplicate insert gave %d", op, ret);
+				CHECK(ret == -EALREADY, "op %ld: duplicate insert: %d", op, ret);
 			} else if (at >= 0 && mode == RB_UPDATE) {
 				CHECK(ret == 0, "op %ld: update gave %d", op, ret);
 				model[at].value = v;
@@ -221,7 +221,8 @@ static int fuzz(enum rbtree_alloc alloc, enum rbtree_insert_mode mode, long ops,
 		} else if (r < 80) {
 			at = model_find(k);
 			ret = rb_find(t, k, &gv);
-			CHECK(ret == (at >= 0 ? 0 : -ENOENT), "op %ld: rb_find %llu: %d", op, k, ret);
+			CHECK(ret == (at >= 0 ? 0 : -ENOENT), "op %ld: rb_find %llu: %d", op, k,
+			      ret);
 			if (at >= 0)
 				CHECK(gv == model[at].value, "op %ld: rb_find value", op);
 			if (same(rb_find_node(t, k), at >= 0 ? at : nr, "rb_find_node"))
@@ -281,7 +282,6 @@ static int fuzz(enum rbtree_alloc alloc, enum rbtree_insert_mode mode, long ops,
 	}
 	CHECK(rb_destroy(t) == 0, "rb_destroy");
 	CHECK(host_live_blocks == base, "%ld blocks leaked", host_live_blocks - base);
-	(void)dup;
 	return 0;
 }
 
