@@ -36,8 +36,7 @@ static __noinline u64 allocs_so_far(void)
 	return b ? b->stats.allocs : 0;
 }
 
-SEC("syscall")
-int test_rbtree_create_modes(struct arena_test_ctx *ctx)
+static __noinline int rbtree_create_modes(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t;
 	int a, m;
@@ -61,8 +60,7 @@ int test_rbtree_create_modes(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-SEC("syscall")
-int test_rbtree_insert_find_remove(struct arena_test_ctx *ctx)
+static __noinline int rbtree_insert_find_remove(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DEFAULT);
 	u64 k, v = 0, out = 0;
@@ -94,8 +92,7 @@ int test_rbtree_insert_find_remove(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-SEC("syscall")
-int test_rbtree_update(struct arena_test_ctx *ctx)
+static __noinline int rbtree_update(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_UPDATE);
 	u64 v = 0;
@@ -113,8 +110,7 @@ int test_rbtree_update(struct arena_test_ctx *ctx)
 }
 
 /* Equal keys stay in insertion order: find, pop and remove take the oldest. */
-SEC("syscall")
-int test_rbtree_duplicate_fifo(struct arena_test_ctx *ctx)
+static __noinline int rbtree_duplicate_fifo(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DUPLICATE);
 	struct rbnode __arena *n;
@@ -155,8 +151,7 @@ struct task_ctx {
 
 #define NR_TASKS 64
 
-SEC("syscall")
-int test_rbtree_noalloc_embedded(struct arena_test_ctx *ctx)
+static __noinline int rbtree_noalloc_embedded(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_NOALLOC, RB_DUPLICATE);
 	struct task_ctx __arena *tasks, *tc;
@@ -207,8 +202,7 @@ int test_rbtree_noalloc_embedded(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-SEC("syscall")
-int test_rbtree_node_alloc(struct arena_test_ctx *ctx)
+static __noinline int rbtree_node_alloc(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_NOALLOC, RB_DEFAULT);
 	struct rbtree __arena *t2 = rb_create(RB_NOALLOC, RB_DEFAULT);
@@ -235,8 +229,7 @@ int test_rbtree_node_alloc(struct arena_test_ctx *ctx)
 #define ITER_N 300
 struct rb_pair __arena_global range_out[64];
 
-SEC("syscall")
-int test_rbtree_iteration_and_ranges(struct arena_test_ctx *ctx)
+static __noinline int rbtree_iteration_and_ranges(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DEFAULT);
 	struct rbnode __arena *n;
@@ -300,8 +293,7 @@ int test_rbtree_iteration_and_ranges(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-SEC("syscall")
-int test_rbtree_bad_calls(struct arena_test_ctx *ctx)
+static __noinline int rbtree_bad_calls(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DEFAULT);
 	struct rbnode __arena *n = rb_node_alloc(1, 1);
@@ -335,8 +327,7 @@ int test_rbtree_bad_calls(struct arena_test_ctx *ctx)
 }
 
 /* A cycle written into the tree: each walk stops with an error, nothing hangs. */
-SEC("syscall")
-int test_rbtree_damaged(struct arena_test_ctx *ctx)
+static __noinline int rbtree_damaged(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DEFAULT);
 	struct rbnode __arena *least;
@@ -441,8 +432,7 @@ static __noinline int model_op(struct rbtree __arena *t, u64 *x, u64 *live)
 	return 0;
 }
 
-SEC("syscall")
-int test_rbtree_random_vs_model(struct arena_test_ctx *ctx)
+static __noinline int rbtree_random_vs_model(struct arena_test_ctx *ctx)
 {
 	u64 x = ctx->seed | 1, live = 0, i, out_before = blocks_out();
 	u64 allocs_before = allocs_so_far();
@@ -517,8 +507,7 @@ static __noinline int dup_op(struct rbtree __arena *t, u64 *x, u64 seq)
 	return 0;
 }
 
-SEC("syscall")
-int test_rbtree_random_duplicates(struct arena_test_ctx *ctx)
+static __noinline int rbtree_random_duplicates(struct arena_test_ctx *ctx)
 {
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DUPLICATE);
 	u64 x = (ctx->seed * 7) | 1, i;
@@ -544,8 +533,7 @@ int test_rbtree_random_duplicates(struct arena_test_ctx *ctx)
 }
 
 /* Big enough to be deep: 20000 nodes, destroyed in one call, every node returned. */
-SEC("syscall")
-int test_rbtree_large_destroy(struct arena_test_ctx *ctx)
+static __noinline int rbtree_large_destroy(struct arena_test_ctx *ctx)
 {
 	u64 x = ctx->seed | 1, i, n = 0, out_before = blocks_out();
 	u64 allocs_before = allocs_so_far();
@@ -565,5 +553,65 @@ int test_rbtree_large_destroy(struct arena_test_ctx *ctx)
 	if (allocs_so_far() != allocs_before)
 		ARENA_ASSERT_EQ(blocks_out(), out_before);
 	arena_stdout("rbtree large: %llu nodes, leftmost depth %d, destroyed", n, depth);
+	return 0;
+}
+
+/*
+ * The programs the runner sees: each runs a few of the tests above (its verification
+ * pulls in the allocator, the costly part of loading an object, once instead of per test).
+ * A failure names its file and line.
+ */
+#define RUN(test)								\
+	do {									\
+		int ___ret = test(ctx);						\
+		if (___ret)							\
+			return ___ret;						\
+	} while (0)
+
+SEC("syscall")
+int test_rbtree_modes_and_map_calls(struct arena_test_ctx *ctx)
+{
+	RUN(rbtree_create_modes);
+	RUN(rbtree_insert_find_remove);
+	RUN(rbtree_update);
+	RUN(rbtree_duplicate_fifo);
+	return 0;
+}
+
+SEC("syscall")
+int test_rbtree_embedded_nodes(struct arena_test_ctx *ctx)
+{
+	RUN(rbtree_noalloc_embedded);
+	RUN(rbtree_node_alloc);
+	return 0;
+}
+
+SEC("syscall")
+int test_rbtree_iteration_and_ranges(struct arena_test_ctx *ctx)
+{
+	RUN(rbtree_iteration_and_ranges);
+	return 0;
+}
+
+SEC("syscall")
+int test_rbtree_errors_and_damage(struct arena_test_ctx *ctx)
+{
+	RUN(rbtree_bad_calls);
+	RUN(rbtree_damaged);
+	return 0;
+}
+
+SEC("syscall")
+int test_rbtree_random_vs_model(struct arena_test_ctx *ctx)
+{
+	RUN(rbtree_random_vs_model);
+	RUN(rbtree_random_duplicates);
+	return 0;
+}
+
+SEC("syscall")
+int test_rbtree_large_destroy(struct arena_test_ctx *ctx)
+{
+	RUN(rbtree_large_destroy);
 	return 0;
 }

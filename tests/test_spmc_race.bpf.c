@@ -40,7 +40,9 @@ u64 __arena_global race_lost[RACE_THREADS];	/* -EAGAIN: races lost */
 u64 __arena_global race_empty[RACE_THREADS];	/* -ENOENT while the owner worked */
 u64 __arena_global race_last[RACE_THREADS];	/* each thief's last value */
 u64 __arena_global race_cpu[RACE_THREADS];
-u64 __arena_global race_grows, race_grows_racing;	/* all, and while thieves stole */
+u64 __arena_global race_stolen;			/* values the thieves took */
+u64 __arena_global race_grows;			/* times the array doubled */
+u64 __arena_global race_grows_racing;		/* bursts that grew it while thieves stole */
 u64 __arena_global race_full;			/* pushes that found it full */
 u64 __arena_global race_left;			/* spmc_count before destroy */
 u64 __arena_global race_total_values, race_rounds;
@@ -96,6 +98,8 @@ static __noinline void take(u64 v, u32 t)
 		return;
 	}
 	race_taken[t & (RACE_THREADS - 1)]++;
+	if (t)
+		atomic_add(&race_stolen, 1);
 }
 
 static __noinline int race_init(void)
@@ -117,6 +121,7 @@ static __noinline int race_init(void)
 	race_done = 0;
 	race_finished = 0;
 	race_bad = 0;
+	race_stolen = 0;
 	race_grows = 0;
 	race_grows_racing = 0;
 	race_full = 0;
@@ -137,10 +142,15 @@ static __noinline int owner_pop(struct spmc __arena *q, u64 *v)
 	return ret;
 }
 
-/* Push every value in bursts of the mode's sizes, popping some back after each. */
+/*
+ * Push every value in bursts of the mode's sizes, popping some back after each. The
+ * first burst waits until a thief has stolen, so every race really is one; in the resize
+ * race the second burst is big enough to outgrow the first array while thieves steal.
+ */
 static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 {
-	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows;
+	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows, stolen;
+	bool waited = false, big = false;	/* flags, not a round count: few states */
 	int ret;
 
 	while (next < RACE_VALUES && can_loop) {
@@ -151,9 +161,14 @@ static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 			burst = 1 + x % ((x >> 32) % 4 ? 64 : 16384);
 		else
 			burst = 1 + x % ((x >> 32) % 8 ? 64 : 2048);
+		if (mode == RACE_RESIZE && waited && !big) {
+			burst = 16384;
+			big = true;
+		}
 		pops = (x >> 40) % (mode == RACE_LAST_VALUE ? 3 : burst / 4 + 1);
+		grows = q->grows;
+		stolen = READ_ONCE(race_stolen);
 		for (k = zero; k < burst && next < RACE_VALUES && can_loop; k++) {
-			grows = q->grows;
 			ret = spmc_owned_add(q, RACE_TAG | next);
 			if (ret == -E2BIG) {
 				/* The thieves are behind: take one back, then retry. */
@@ -165,8 +180,16 @@ static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 			if (ret)
 				return ret;
 			next++;
-			if (q->grows != grows && race_taken[1] + race_taken[2] + race_taken[3])
-				race_grows_racing++;
+		}
+		if (q->grows != grows && READ_ONCE(race_stolen) != stolen)
+			race_grows_racing++;
+		if (!waited) {
+			if (wait_for(&race_stolen, 1)) {
+				arena_stderr("owner: no thief stole anything in %llu s",
+					     WAIT_NS / 1000000000);
+				return -ETIMEDOUT;
+			}
+			waited = true;
 		}
 		prev = RACE_TAG | next;
 		for (k = zero; k < pops && can_loop; k++) {
@@ -317,8 +340,8 @@ static __noinline int race_fini(const char *name, u32 mode, u32 nr_cpus)
 	arena_stdout("%s: %u values, %llu exactly once; stolen %llu (%llu %llu %llu), owner %llu",
 		     name, RACE_VALUES, once, stolen, race_taken[1], race_taken[2],
 		     race_taken[3], race_taken[0]);
-	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, %llu while "
-		     "stealing; full %llu", name, cpus,
+	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, bursts that "
+		     "grew it while thieves stole %llu; full %llu", name, cpus,
 		     race_lost[0] + race_lost[1] + race_lost[2] + race_lost[3], race_lost[0],
 		     race_grows, race_grows_racing, race_full);
 	race_total_values += RACE_VALUES;
@@ -327,6 +350,7 @@ static __noinline int race_fini(const char *name, u32 mode, u32 nr_cpus)
 	ARENA_ASSERT_EQ(once, RACE_VALUES);
 	ARENA_ASSERT_EQ(stolen + race_taken[0], RACE_VALUES);
 	ARENA_ASSERT_EQ(race_left, 0);
+	ARENA_ASSERT(stolen > 0);
 	ARENA_ASSERT_EQ(cpus, racers(nr_cpus));
 	if (mode == RACE_RESIZE)
 		ARENA_ASSERT(race_grows_racing >= 1);
