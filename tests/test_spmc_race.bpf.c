@@ -150,7 +150,8 @@ static __noinline int owner_pop(struct spmc __arena *q, u64 *v)
 static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 {
 	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows, stolen;
-	bool waited = false, big = false;	/* flags, not a round count: few states */
+	/* Flags, not a round count: the verifier keeps few states for them. */
+	bool waited = false, big = false, big_now, resized_racing = false;
 	int ret;
 
 	while (next < RACE_VALUES && can_loop) {
@@ -161,7 +162,11 @@ static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 			burst = 1 + x % ((x >> 32) % 4 ? 64 : 16384);
 		else
 			burst = 1 + x % ((x >> 32) % 8 ? 64 : 2048);
-		if (mode == RACE_RESIZE && waited && !big) {
+		/* Resize race: small bursts until a thief stole, then one big one. */
+		if (mode == RACE_RESIZE && !waited)
+			burst = 1 + x % 64;
+		big_now = mode == RACE_RESIZE && waited && !big;
+		if (big_now) {
 			burst = 16384;
 			big = true;
 		}
@@ -180,6 +185,14 @@ static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 			if (ret)
 				return ret;
 			next++;
+			/* Once it grew, go on only after a thief stole from it. */
+			if (big_now && !resized_racing && q->grows != grows) {
+				if (wait_for(&race_stolen, stolen + 1)) {
+					arena_stderr("owner: no steal while resizing");
+					return -ETIMEDOUT;
+				}
+				resized_racing = true;
+			}
 		}
 		if (q->grows != grows && READ_ONCE(race_stolen) != stolen)
 			race_grows_racing++;
