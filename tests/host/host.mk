@@ -18,7 +18,10 @@ test_common_SRCS :=
 test_log_ring_SRCS := $(ROOT)/src/log.bpf.c $(ROOT)/userspace/log_reader.c
 test_buddy_SRCS := $(ROOT)/src/buddy.bpf.c $(ROOT)/src/log.bpf.c
 
-TESTS := test_common test_log_ring test_buddy
+test_rbtree_SRCS := $(ROOT)/src/rbtree.bpf.c
+test_spmc_SRCS := $(ROOT)/src/spmc.bpf.c
+
+TESTS := test_common test_log_ring test_buddy test_rbtree test_spmc
 BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 
 all: $(BINS)
