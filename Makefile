@@ -2,13 +2,15 @@
 #
 # libarena: the two commands
 #
-#   make test    the whole suite: host tests, then every selftest in the VM
+#   make test    the whole suite: host tests, then every selftest in the VM, in every
+#                cell of the test matrix (below)
 #   make run     the main job: the examples, in the VM
 #
 # and the pieces they are made of:
 #
 #   make deps      install the packages the build needs (apt-get)
 #   make kernel    build (or find cached) the guest kernel from linux-source-6.12
+#                  (KERNEL=stock: fetch and unpack Debian's stock kernel)
 #   make patches   write the patch series into build/patches/
 #   make lib       apply the series to the pristine tree and build the library from it
 #   make host-test the host-native tests only
