@@ -207,7 +207,8 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
  * whole chunk ends up free and spares are plentiful, the chunk is taken out of the
  * allocator and its slot + 1 left in *release for the caller to give back.
  */
-static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *release)
+static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *release,
+				  bool keep_spare)
 {
 	u32 slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1), o;
 	u64 chunk = chunk_addr(slot), off, buddy;
@@ -244,7 +245,7 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *releas
 		b->period_peak = b->stats.chunks_held - b->stats.chunks_spare;
 	}
 	if (o == BUDDY_MAX_ORDER) {
-		if (b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
+		if (!keep_spare && b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
 		    b->stats.chunks_spare >= b->stats.chunks_peak) {
 			/* Enough spares: this chunk goes back to the kernel. */
 			b->stats.chunks_held--;
@@ -487,28 +488,32 @@ __weak int buddy_destroy(struct buddy __arena *b __arg_arena)
 	return 0;
 }
 
-__weak u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size)
+/*
+ * may_sleep is a constant at each call site: the nosleep variants contain no page kfunc
+ * call at all, which is what lets non-sleepable programs call them on 6.12.
+ */
+static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool may_sleep,
+					const char *who)
 {
 	u32 order;
 	u64 addr;
 	int i, err;
 
-	arena_subprog_init();
 	if (!buddy_ready(b)) {
-		arena_stderr("buddy_alloc: %llx is not an initialised allocator", (u64)b);
+		arena_stderr("%s: %llx is not an initialised allocator", who, (u64)b);
 		return 0;
 	}
-	if (!size || size > (u64)RUN_MAX_PAGES * 4096) {
+	if (!size || size > (may_sleep ? (u64)RUN_MAX_PAGES * 4096 : BUDDY_MAX_SIZE)) {
 		atomic_add(&b->stats.bad_calls, 1);
-		arena_stderr("buddy_alloc: size %llu out of range (1 .. %llu)", size,
-			     (u64)RUN_MAX_PAGES * 4096);
+		arena_stderr("%s: size %llu out of range (1 .. %llu)", who, size,
+			     may_sleep ? (u64)RUN_MAX_PAGES * 4096 : BUDDY_MAX_SIZE);
 		return 0;
 	}
-	if (size > BUDDY_MAX_SIZE) {
+	if (may_sleep && size > BUDDY_MAX_SIZE) {
 		addr = alloc_run(b, size);
 		if (!addr) {
 			atomic_add(&b->stats.failed_allocs, 1);
-			arena_stderr("buddy_alloc: no pages for %llu bytes", size);
+			arena_stderr("%s: no pages for %llu bytes", who, size);
 		}
 		return addr;
 	}
@@ -516,51 +521,71 @@ __weak u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size)
 	/* At most: the lists are empty, a chunk comes, someone else takes it, once more. */
 	for (i = zero; i < 3 && can_loop; i++) {
 		if (buddy_lock(b)) {
-			arena_stderr("buddy_alloc: lock timeout on %llx", (u64)b);
+			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 			return 0;
 		}
 		addr = alloc_locked(b, order, size);
 		buddy_unlock(b);
 		if (addr)
 			return addr;
+		if (!may_sleep)
+			break;
 		err = add_chunk(b);
 		if (err)
 			break;
 	}
 	atomic_add(&b->stats.failed_allocs, 1);
-	arena_stderr("buddy_alloc: out of memory for %llu bytes", size);
+	arena_stderr("%s: out of memory for %llu bytes", who, size);
 	return 0;
 }
 
-__weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena)
+__weak u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size)
+{
+	arena_subprog_init();
+	return alloc_common(b, size, true, "buddy_alloc");
+}
+
+__weak u64 buddy_alloc_nosleep_addr(struct buddy __arena *b __arg_arena, u64 size)
+{
+	arena_subprog_init();
+	return alloc_common(b, size, false, "buddy_alloc_nosleep");
+}
+
+static __always_inline int free_common(struct buddy __arena *b, void __arena *ptr,
+				       bool may_sleep, const char *who)
 {
 	u64 addr = (u64)ptr;
 	u32 release = 0;
 	int bad;
 
-	arena_subprog_init();
 	if (!ptr)
 		return 0;
 	if (!buddy_ready(b)) {
-		arena_stderr("buddy_free: %llx is not an initialised allocator", (u64)b);
+		arena_stderr("%s: %llx is not an initialised allocator", who, (u64)b);
 		return -EINVAL;
 	}
 	if (!in_window(addr)) {
+		if (!may_sleep) {
+			atomic_add(&b->stats.bad_calls, 1);
+			arena_stderr("%s: %llx is not a block of %llx (page runs need buddy_free)",
+				     who, addr, (u64)b);
+			return -EINVAL;
+		}
 		bad = free_run(b, addr);
 		if (bad == -ETIMEDOUT) {
-			arena_stderr("buddy_free: lock timeout on %llx", (u64)b);
+			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		} else if (bad) {
 			atomic_add(&b->stats.bad_calls, 1);
-			arena_stderr("buddy_free: %llx was not allocated by %llx "
-				     "(foreign pointer or double free)", addr, (u64)b);
+			arena_stderr("%s: %llx was not allocated by %llx "
+				     "(foreign pointer or double free)", who, addr, (u64)b);
 		}
 		return bad ? bad : 0;
 	}
 	if (buddy_lock(b)) {
-		arena_stderr("buddy_free: lock timeout on %llx", (u64)b);
+		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		return -ETIMEDOUT;
 	}
-	bad = free_locked(b, addr, &release);
+	bad = free_locked(b, addr, &release, !may_sleep);
 	if (bad)
 		b->stats.bad_calls++;
 	buddy_unlock(b);
@@ -569,33 +594,46 @@ __weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __a
 	case 0:
 		break;
 	case BAD_FOREIGN:
-		arena_stderr("buddy_free: %llx is in a chunk %llx does not own", addr, (u64)b);
+		arena_stderr("%s: %llx is in a chunk %llx does not own", who, addr, (u64)b);
 		return -EINVAL;
 	case BAD_MISALIGNED:
-		arena_stderr("buddy_free: %llx is not 16-byte aligned", addr);
+		arena_stderr("%s: %llx is not 16-byte aligned", who, addr);
 		return -EINVAL;
 	case BAD_DOUBLE_FREE:
-		arena_stderr("buddy_free: double free of %llx", addr);
+		arena_stderr("%s: double free of %llx", who, addr);
 		return -EINVAL;
 	case BAD_INTERIOR:
-		arena_stderr("buddy_free: %llx points into a block or to unallocated memory",
+		arena_stderr("%s: %llx points into a block or to unallocated memory", who,
 			     addr);
 		return -EINVAL;
 	default:
-		arena_stderr("buddy_free: metadata of %llx is corrupted", addr);
+		arena_stderr("%s: metadata of %llx is corrupted", who, addr);
 		return -EINVAL;
 	}
-	if (release)
+	if (may_sleep && release)
 		release_chunk(b, release - 1);
 	return 0;
 }
 
-/* Take one spare chunk beyond the minimum out of b: its slot + 1, or 0. */
-static __noinline u32 take_spare(struct buddy __arena *b)
+__weak int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena)
+{
+	arena_subprog_init();
+	return free_common(b, ptr, true, "buddy_free");
+}
+
+__weak int buddy_free_nosleep(struct buddy __arena *b __arg_arena,
+			      void __arena *ptr __arg_arena)
+{
+	arena_subprog_init();
+	return free_common(b, ptr, false, "buddy_free_nosleep");
+}
+
+/* Take one spare chunk beyond keep out of b: its slot + 1, or 0. */
+static __noinline u32 take_spare(struct buddy __arena *b, u64 keep)
 {
 	u64 addr;
 
-	if (b->stats.chunks_spare <= BUDDY_SPARE_CHUNKS)
+	if (b->stats.chunks_spare <= keep)
 		return 0;
 	addr = list_pop(b, BUDDY_MAX_ORDER);
 	if (!addr)
@@ -606,23 +644,31 @@ static __noinline u32 take_spare(struct buddy __arena *b)
 	return slot_of(addr) + 1;
 }
 
-__weak int buddy_trim(struct buddy __arena *b __arg_arena)
+/* Give back spares beyond keep (or, with by_peak, beyond what the recent peak needs). */
+static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, const char *who)
 {
 	int i, n = 0;
+	u64 keep;
 	u32 slot;
 
-	arena_subprog_init();
 	if (!buddy_ready(b)) {
-		arena_stderr("buddy_trim: %llx is not an initialised allocator", (u64)b);
+		arena_stderr("%s: %llx is not an initialised allocator", who, (u64)b);
 		return -EINVAL;
 	}
 	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
 		if (buddy_lock(b)) {
-			arena_stderr("buddy_trim: lock timeout on %llx", (u64)b);
+			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 			return -ETIMEDOUT;
 		}
-		b->stats.chunks_peak = b->period_peak = 0;
-		slot = take_spare(b);
+		if (by_peak) {
+			keep = b->stats.chunks_peak;
+			if (keep < BUDDY_SPARE_CHUNKS)
+				keep = BUDDY_SPARE_CHUNKS;
+		} else {
+			b->stats.chunks_peak = b->period_peak = 0;
+			keep = BUDDY_SPARE_CHUNKS;
+		}
+		slot = take_spare(b, keep);
 		buddy_unlock(b);
 		if (!slot)
 			break;
@@ -630,6 +676,37 @@ __weak int buddy_trim(struct buddy __arena *b __arg_arena)
 		n++;
 	}
 	return n;
+}
+
+__weak int buddy_trim(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	return trim_common(b, false, "buddy_trim");
+}
+
+__weak int buddy_shrink(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	return trim_common(b, true, "buddy_shrink");
+}
+
+__weak int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares)
+{
+	int i, err;
+
+	arena_subprog_init();
+	if (!buddy_ready(b)) {
+		arena_stderr("buddy_reserve: %llx is not an initialised allocator", (u64)b);
+		return -EINVAL;
+	}
+	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
+		if (READ_ONCE(b->stats.chunks_spare) >= spares)
+			return 0;
+		err = add_chunk(b);
+		if (err)
+			return err;
+	}
+	return -E2BIG;
 }
 
 /*
@@ -659,68 +736,17 @@ __weak u64 arena_buddy_addr(void)
 	return (u64)&arena_buddy;
 }
 
-__weak u64 arena_malloc_addr(u64 size)
+/* The default allocator, made ready if it is not (sleepable). */
+__weak int arena_buddy_ready(void)
 {
-	if (default_ready()) {
-		arena_stderr("arena_malloc: the default allocator is not available");
-		return 0;
-	}
-	return buddy_alloc_addr(&arena_buddy, size);
+	arena_subprog_init();
+	return default_ready();
 }
 
-__weak int arena_free(void __arena *ptr __arg_arena)
+/* Whether the default allocator is ready, from any program. */
+__weak int arena_buddy_is_ready(void)
 {
-	if (!ptr)
-		return 0;
-	if (READ_ONCE(arena_buddy_state) != 2) {
-		arena_stderr("arena_free: %llx: nothing was allocated yet", (u64)ptr);
-		return -EINVAL;
-	}
-	return buddy_free(&arena_buddy, ptr);
-}
-
-__weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
-{
-	u64 __arena *w = ptr;
-	u8 __arena *p = ptr;
-	u64 word = (u8)c, i;
-
-	if (!ptr)
-		return -EINVAL;
-	word |= word << 8;
-	word |= word << 16;
-	word |= word << 32;
-	if (((u64)ptr & 7) == 0) {
-		for (i = zero; i < n / 8 && can_loop; i++)
-			w[i] = word;
-		i *= 8;
-	} else {
-		i = 0;
-	}
-	for (; i < n && can_loop; i++)
-		p[i] = c;
-	return i == n ? 0 : -E2BIG;
-}
-
-__weak u64 arena_calloc_addr(u64 n, u64 size)
-{
-	u64 addr, limit;
-
-	if (size) {
-		limit = ~0ull / size;
-		/* Else clang turns the test into a 128-bit multiply BPF does not have. */
-		barrier_var(limit);
-	}
-	if (size && n > limit) {
-		arena_stderr("arena_calloc: %llu x %llu bytes overflows", n, size);
-		return 0;
-	}
-	addr = arena_malloc_addr(n * size);
-	if (addr && arena_memset((void __arena *)addr, 0, n * size)) {
-		arena_free((void __arena *)addr);
-		return 0;
-	}
-	return addr;
+	return READ_ONCE(arena_buddy_state) == 2;
 }
 
 SEC("syscall")

@@ -15,5 +15,6 @@ __weak int arena_get_info(struct arena_get_info_args *args)
 	args->arena_pages = ARENA_PAGES;
 	args->version = LIBARENA_VERSION;
 	args->buddy = arena_buddy_addr();
+	args->heap = arena_heap_global_addr();
 	return 0;
 }

@@ -383,6 +383,15 @@ static void run_object(const char *path)
 			fprintf(stderr, "runner: %s: no log ring: %s\n", obj, strerror(errno));
 	}
 
+	/* Objects with the fast allocator get their heaps before any test allocates. */
+	if (bpf_object__find_program_by_name(o, "arena_heap_refill")) {
+		err = libarena_heap_refill(o, NULL);
+		if (err) {
+			snprintf(why, sizeof(why), "arena_heap_refill: %s", strerror(-err));
+			report(obj, "heap_refill", -1, why, 0);
+		}
+	}
+
 	int before = opt.passed + opt.failed + opt.skipped;
 
 	bpf_object__for_each_program(prog, o) {

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* libarena user-space helpers: program runs, arena info and the log reader. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,5 +103,115 @@ int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
 			fprintf(out, "  order %2d (%6u B): %llu blocks, %llu bytes\n", o,
 				BUDDY_MIN_SIZE << o, (unsigned long long)st.blocks_in_use[o],
 				(unsigned long long)st.blocks_in_use[o] << (o + BUDDY_MIN_SHIFT));
+	return 0;
+}
+
+int libarena_heap_refill(struct bpf_object *obj, const struct arena_heap_refill_args *cfg)
+{
+	struct arena_heap_refill_args args = {};
+	struct bpf_program *prog;
+	int err, ret, n;
+
+	prog = bpf_object__find_program_by_name(obj, "arena_heap_refill");
+	if (!prog)
+		return -ENOENT;
+	if (cfg)
+		args = *cfg;
+	if (!args.nr_cpus) {
+		n = libbpf_num_possible_cpus();
+		if (n < 0)
+			return n;
+		args.nr_cpus = n;
+	}
+	err = libarena_run_prog(prog, &args, sizeof(args), &ret);
+	return err ? err : ret;
+}
+
+int libarena_heap_collect(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+	cpu_set_t old, one;
+	int cpu, n, err = 0, total = 0, ret;
+
+	prog = bpf_object__find_program_by_name(obj, "arena_heap_collect");
+	if (!prog)
+		return -ENOENT;
+	if (sched_getaffinity(0, sizeof(old), &old))
+		return -errno;
+	n = sysconf(_SC_NPROCESSORS_CONF);
+	for (cpu = 0; cpu < n && cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &old))
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			continue;
+		err = libarena_run_prog(prog, NULL, 0, &ret);
+		if (err)
+			break;
+		total += ret;
+	}
+	sched_setaffinity(0, sizeof(old), &old);
+	return err ? err : total;
+}
+
+struct arena_heap_global *libarena_heap(struct bpf_object *obj)
+{
+	return info_addr(obj, offsetof(struct arena_get_info_args, heap));
+}
+
+int libarena_heap_totals(const struct arena_heap_global *g, struct arena_heap_stats *sum)
+{
+	uintptr_t base;
+	u32 id, nr;
+	int heaps = 0;
+
+	if (!g || !sum)
+		return -EINVAL;
+	memset(sum, 0, sizeof(*sum));
+	if (g->magic != HEAP_GLOBAL_MAGIC)
+		return 0;
+	base = (uintptr_t)g & ~(uintptr_t)0xffffffff;
+	nr = g->nr_cpus * HEAP_LEVELS;
+	for (id = 0; id < nr && id < HEAP_MAX_HEAPS; id++) {
+		const struct arena_heap *h = (const void *)(base + HEAP_HEAPS_START +
+							    (uintptr_t)id * HEAP_HEAP_SIZE);
+		const u64 *from = (const u64 *)&h->stats;
+		u64 *to = (u64 *)sum;
+
+		if (h->magic != HEAP_MAGIC)
+			continue;
+		for (size_t i = 0; i < sizeof(*sum) / sizeof(u64); i++)
+			to[i] += from[i];
+		heaps++;
+	}
+	return heaps;
+}
+
+int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
+{
+	struct arena_heap_stats st;
+	int heaps;
+
+	if (!g || !out)
+		return -EINVAL;
+	heaps = libarena_heap_totals(g, &st);
+	if (heaps < 0)
+		return heaps;
+	fprintf(out, "heap %s: %d heaps on %u CPUs; %llu spans (%llu pages) mapped, "
+		"%llu returned\n", g->magic == HEAP_GLOBAL_MAGIC ? "ready" : "not initialised",
+		heaps, g->nr_cpus, (unsigned long long)g->spans_mapped,
+		(unsigned long long)g->pages_mapped, (unsigned long long)g->spans_returned);
+	fprintf(out, "  %llu allocs, %llu local + %llu remote frees, %llu shortfalls, "
+		"%llu nested, %llu without a heap\n", (unsigned long long)st.allocs,
+		(unsigned long long)st.frees, (unsigned long long)st.remote_frees,
+		(unsigned long long)st.shortfalls, (unsigned long long)st.nested,
+		(unsigned long long)g->no_heap);
+	fprintf(out, "  spans: %llu taken, %llu emptied, %llu released, %llu revived; "
+		"%llu refills (%llu by the workqueue), %llu bad frees\n",
+		(unsigned long long)st.spans_taken, (unsigned long long)st.spans_emptied,
+		(unsigned long long)st.spans_released, (unsigned long long)st.revived,
+		(unsigned long long)g->refills, (unsigned long long)g->wq_runs,
+		(unsigned long long)g->bad_frees);
 	return 0;
 }

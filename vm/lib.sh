@@ -63,10 +63,16 @@ kernel_dir() {
 	echo "$LIBARENA_CACHE/kernel-$(kernel_key)"
 }
 
-# Where libbpf and bpftool are built: they depend on the tree and the kernel patches.
+# Fixes to the tree's tools (libbpf, bpftool): part of the series, but they change only
+# what is built in tools_dir, never the guest kernel.
+tools_patches() {
+	ls "$LIBARENA_ROOT"/kernel/tools-patches/*.patch 2>/dev/null | sort
+}
+
+# Where libbpf and bpftool are built: they depend on the tree and on both kinds of patch.
 tools_dir() {
 	local key
-	key=$( { tree_key; kernel_patches | while read -r p; do cat "$p"; done; } |
+	key=$( { tree_key; { kernel_patches; tools_patches; } | while read -r p; do cat "$p"; done; } |
 		sha256sum | cut -c1-16)
 	echo "$LIBARENA_CACHE/tools-$key"
 }

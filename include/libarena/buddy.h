@@ -13,9 +13,10 @@
  *                            free, a pointer into the middle of a block, a misaligned or
  *                            foreign pointer
  *
- *   arena_malloc(size), arena_calloc(n, size), arena_free(ptr), arena_memset(p, c, n)
- *                            the same on the library's default allocator, created on
- *                            first use. All __weak: define your own to override.
+ *   buddy_trim(b)            free spare chunks now; returns how many were given back
+ *
+ * arena_malloc() and friends live in heap.h: the fast allocator serves small and medium
+ * sizes and the default buddy allocator (arena_buddy_addr()) the larger ones.
  *
  * Programs for user space (SEC("syscall")): arena_buddy_reset (destroy, then init the
  * default allocator), arena_buddy_destroy, and arena_alloc_reserve (struct
@@ -52,8 +53,6 @@
  * chunks in use during the last period of BUDDY_PEAK_PERIOD frees, so memory a shrunken
  * workload no longer needs goes back a period later; buddy_trim(b) gives back every
  * spare beyond BUDDY_SPARE_CHUNKS at once. Page runs are freed at once.
- *
- *   buddy_trim(b)            free spare chunks now; returns how many were given back
  */
 #ifndef __LIBARENA_BUDDY_H
 #define __LIBARENA_BUDDY_H
@@ -142,21 +141,27 @@ static __always_inline void __arena *buddy_alloc(struct buddy __arena *b, size_t
 	return (void __arena *)buddy_alloc_addr(b, size);
 }
 
-/* The default allocator behind arena_malloc (user address via arena_get_info). */
+/*
+ * Non-sleepable variants, for any program type: they never call a page kfunc, so they
+ * serve only what the allocator's chunks hold (blocks up to BUDDY_MAX_SIZE), and a chunk
+ * that becomes entirely free stays a spare until buddy_shrink() or buddy_trim().
+ */
+u64 buddy_alloc_nosleep_addr(struct buddy __arena *b __arg_arena, u64 size);
+int buddy_free_nosleep(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena);
+
+static __always_inline void __arena *buddy_alloc_nosleep(struct buddy __arena *b, size_t size)
+{
+	return (void __arena *)buddy_alloc_nosleep_addr(b, size);
+}
+
+/* Sleepable: map chunks until b has at least spares entirely free ones. */
+int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares);
+/* Sleepable: give back the spares beyond what the recent peak of use needs. */
+int buddy_shrink(struct buddy __arena *b __arg_arena);
+
+/* The default allocator (user address via arena_get_info), behind large arena_malloc()s. */
 u64 arena_buddy_addr(void);
-u64 arena_malloc_addr(u64 size);
-u64 arena_calloc_addr(u64 n, u64 size);
-int arena_free(void __arena *ptr __arg_arena);
-int arena_memset(void __arena *ptr __arg_arena, int c, u64 n);
-
-static __always_inline void __arena *arena_malloc(size_t size)
-{
-	return (void __arena *)arena_malloc_addr(size);
-}
-
-static __always_inline void __arena *arena_calloc(size_t n, size_t size)
-{
-	return (void __arena *)arena_calloc_addr(n, size);
-}
+int arena_buddy_ready(void);		/* sleepable: initialise it if needed; 0 or -errno */
+int arena_buddy_is_ready(void);	/* any program: 1 when it is initialised */
 
 #endif /* __LIBARENA_BUDDY_H */

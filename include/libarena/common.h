@@ -323,12 +323,14 @@ struct arena_get_info_args {
 	u64 log;		/* out: user address of the log buffer (struct arena_log) */
 	u64 version;		/* out: LIBARENA_VERSION */
 	u64 buddy;		/* out: user address of the default allocator (struct buddy) */
+	u64 heap;		/* out: user address of struct arena_heap_global */
 };
 
 #define LIBARENA_VERSION 1
 
 #include <libarena/log.h>
 #include <libarena/buddy.h>
+#include <libarena/heap.h>
 #include <libarena/bitmap.h>
 
 #endif /* __LIBARENA_COMMON_H */

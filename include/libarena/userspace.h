@@ -9,6 +9,11 @@
  *   libarena_run_prog(prog, arg, size)   run a SEC("syscall") program, return its result
  *   libarena_buddy(obj)                  the default allocator (struct buddy), mapped here
  *   libarena_buddy_stats_print(b, out)   its statistics, one line per order in use
+ *   libarena_heap_refill(obj, cfg)       create the fast allocator's heaps, fill reserves
+ *   libarena_heap_collect(obj)           collect remote frees on every CPU
+ *   libarena_heap(obj)                   the fast allocator's global state, mapped here
+ *   libarena_heap_totals(g, &stats)      its per-heap statistics summed
+ *   libarena_heap_stats_print(g, out)    and printed
  *
  * Errors are negative errno values; nothing here prints unless asked to.
  */
@@ -69,5 +74,25 @@ struct buddy *libarena_buddy(struct bpf_object *obj);
 
 /* Print b's statistics: totals, then blocks and bytes per order in use. */
 int libarena_buddy_stats_print(const struct buddy *b, FILE *out);
+
+/*
+ * Run the object's arena_heap_refill program: create a heap per CPU (and nesting level),
+ * fill their span reserves and arm the background refill. cfg may be NULL: every
+ * possible CPU and the default reserves. Run it after loading, before programs call
+ * arena_malloc(); 0 or -errno.
+ */
+int libarena_heap_refill(struct bpf_object *obj, const struct arena_heap_refill_args *cfg);
+
+/* Run arena_heap_collect on each online CPU in turn; the spans retired, or -errno. */
+int libarena_heap_collect(struct bpf_object *obj);
+
+/* The fast allocator's global state, read in place; NULL (errno set) without one. */
+struct arena_heap_global *libarena_heap(struct bpf_object *obj);
+
+/* Sum the statistics of every heap; the number of heaps, or -errno. */
+int libarena_heap_totals(const struct arena_heap_global *g, struct arena_heap_stats *sum);
+
+/* Print the allocator's state and summed statistics. */
+int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out);
 
 #endif /* __LIBARENA_USERSPACE_H */

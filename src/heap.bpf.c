@@ -1,0 +1,1024 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The fast allocator. include/libarena/heap.h states the design; in short:
+ *   - a heap (per CPU and nesting level) is used only with preemption disabled and while
+ *     marked busy, so its owner-only fields need no atomics;
+ *   - everything a heap's user does under preemption is static (6.12 forbids global
+ *     calls there) and loop-free on the fast paths; log lines come after;
+ *   - lock-free stacks that are only ever taken whole (remote frees, revived spans,
+ *     incoming reserve, released spans): pushes by compare-and-swap, one exchange to take;
+ *   - page kfuncs only in the maintenance code, which non-sleepable programs never reach.
+ */
+#include <libarena/heap.h>
+
+#define SPAN_TRIES		8	/* slots to try when the kernel has a page there */
+#define PUSH_TRIES		4096	/* compare-and-swap rounds before a push gives up */
+#define SLOW_ROUNDS		4
+#define SMALL_PAGES		(HEAP_SMALL_SPAN / 4096)
+#define MEDIUM_PAGES		(HEAP_MEDIUM_SPAN / 4096)
+#define FREE_TAG		0xf7eeb10cd0000000ull	/* ^ offset: in a free object's 2nd word */
+#define CLOCK_MONOTONIC		1
+
+struct arena_heap_global __arena_global arena_heap_global;
+
+/* Heaps claimed for creation: only the claimer initialises one. */
+u64 __arena_global arena_heap_created[HEAP_MAX_HEAPS / 64];
+
+#ifdef __BPF__
+/* Maintenance in the background: a timer polls for requests, a workqueue serves them. */
+struct heap_timer {
+	struct bpf_timer timer;
+};
+
+struct heap_wq {
+	struct bpf_wq wq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, int);
+	__type(value, struct heap_timer);
+} arena_heap_timer SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, int);
+	__type(value, struct heap_wq);
+} arena_heap_wq SEC(".maps");
+
+int bpf_wq_init(struct bpf_wq *wq, void *p__map, unsigned int flags) __ksym __weak;
+int bpf_wq_start(struct bpf_wq *wq, unsigned int flags) __ksym __weak;
+int bpf_wq_set_callback_impl(struct bpf_wq *wq,
+			     int (callback_fn)(void *map, int *key, void *value),
+			     unsigned int flags, void *aux__ign) __ksym __weak;
+#endif
+
+static __always_inline u64 heap_base(void)
+{
+	return (u64)&arena_heap_global & ~0xffffffffull;
+}
+
+static __always_inline struct arena_heap_span __arena *span_desc(u32 s)
+{
+	return (struct arena_heap_span __arena *)(heap_base() + HEAP_DESC_START +
+						  (u64)(s & (HEAP_NR_SPANS - 1)) * 64);
+}
+
+static __always_inline u64 span_addr(u32 s)
+{
+	return heap_base() + HEAP_WINDOW_START + ((u64)(s & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT);
+}
+
+static __always_inline struct arena_heap __arena *heap_at(u32 id)
+{
+	return (struct arena_heap __arena *)(heap_base() + HEAP_HEAPS_START +
+					     (u64)id * HEAP_HEAP_SIZE);
+}
+
+static __always_inline bool in_heap_window(u64 addr)
+{
+	u32 off = addr;
+
+	return (addr & ~0xffffffffull) == heap_base() && off >= HEAP_WINDOW_START &&
+	       off < HEAP_WINDOW_END;
+}
+
+static __always_inline u32 kind_pages(u32 kind)
+{
+	return kind ? MEDIUM_PAGES : SMALL_PAGES;
+}
+
+/* Size classes: 16..128 by 16, four per power of two to 8 KiB, then 128 KiB / n. */
+static __always_inline u32 class_of(u64 size)
+{
+	u32 k, q;
+
+	if (size <= 128)
+		return (size + 15) / 16 - 1;
+	if (size <= HEAP_SMALL_MAX) {
+		k = arena_fls(size - 1) - 1;		/* 2^k < size <= 2^(k+1) */
+		q = (size - 1) >> (k - 2);		/* 4 .. 7 */
+		return 8 + (k - 7) * 4 + (q - 4);
+	}
+	return HEAP_NR_SMALL + 15 - (u32)(HEAP_MEDIUM_SPAN / ((size + 15) & ~15ull));
+}
+
+static __always_inline u32 class_size(u32 cls)
+{
+	u32 k, q;
+
+	if (cls < 8)
+		return (cls + 1) * 16;
+	if (cls < HEAP_NR_SMALL) {
+		k = (cls - 8) / 4 + 7;
+		q = (cls - 8) % 4 + 5;
+		return q << (k - 2);
+	}
+	return (HEAP_MEDIUM_SPAN / (15 - (cls - HEAP_NR_SMALL))) & ~15u;
+}
+
+__weak u32 arena_heap_class(u64 size)
+{
+	if (!size || size > HEAP_MEDIUM_MAX)
+		return HEAP_NR_CLASSES;
+	return class_of(size);
+}
+
+__weak u32 arena_heap_class_size(u32 cls)
+{
+	return cls < HEAP_NR_CLASSES ? class_size(cls) : 0;
+}
+
+__weak u64 arena_heap_global_addr(void)
+{
+	return (u64)&arena_heap_global;
+}
+
+/* Reserve target of a heap for a kind. */
+static __always_inline u32 heap_target(struct arena_heap __arena *h, u32 kind)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+
+	if (h->id % HEAP_LEVELS)
+		return h->used ? HEAP_RESERVE_NESTED : 0;
+	return g->reserve[kind & 1];
+}
+
+/*
+ * Push onto a lock-free stack whose word is (index + 1) | count << 32, linking through
+ * *link. Only ever taken whole, so no ABA. False if the word stayed contended.
+ */
+static __always_inline bool stack_push(u64 __arena *word, u32 __arena *link, u32 item)
+{
+	u64 old, new;
+	int i;
+
+	for (i = zero; i < PUSH_TRIES && can_loop; i++) {
+		old = READ_ONCE(*word);
+		*link = (u32)old;
+		new = (u64)item | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
+		if (cmpxchg(word, old, new) == old)
+			return true;
+	}
+	return false;
+}
+
+/* ---- owner side: everything below runs with preemption disabled, heap busy ---- */
+
+static __always_inline struct arena_heap __arena *heap_enter(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap __arena *h;
+	u32 cpu = bpf_get_smp_processor_id(), lvl;
+
+	if (cpu >= READ_ONCE(g->nr_cpus))
+		return NULL;
+#pragma unroll
+	for (lvl = 0; lvl < HEAP_LEVELS; lvl++) {
+		h = heap_at(cpu * HEAP_LEVELS + lvl);
+		if (READ_ONCE(h->magic) != HEAP_MAGIC)
+			return NULL;
+		if (!READ_ONCE(h->busy)) {
+			/* An interrupting program runs to completion before we go on. */
+			WRITE_ONCE(h->busy, 1);
+			barrier();
+			if (lvl) {
+				h->used = 1;
+				h->stats.nested++;
+			}
+			return h;
+		}
+	}
+	return NULL;
+}
+
+static __always_inline void heap_exit(struct arena_heap __arena *h)
+{
+	barrier();
+	WRITE_ONCE(h->busy, 0);
+}
+
+static __always_inline void link_partial(struct arena_heap __arena *h, u32 s,
+					 struct arena_heap_span __arena *sp)
+{
+	u32 cls = sp->cls % HEAP_NR_CLASSES, head = h->partial[cls];
+
+	sp->prev = 0;
+	sp->next = head;
+	if (head)
+		span_desc(head - 1)->prev = s + 1;
+	h->partial[cls] = s + 1;
+	sp->listed = 1;
+}
+
+static __always_inline void unlink_partial(struct arena_heap __arena *h, u32 s,
+					   struct arena_heap_span __arena *sp)
+{
+	u32 cls = sp->cls % HEAP_NR_CLASSES;
+
+	if (sp->prev)
+		span_desc(sp->prev - 1)->next = sp->next;
+	else if (h->partial[cls] == s + 1)
+		h->partial[cls] = sp->next;
+	if (sp->next)
+		span_desc(sp->next - 1)->prev = sp->prev;
+	sp->next = sp->prev = 0;
+	sp->listed = 0;
+}
+
+/* An entirely free span leaves its class: to the reserve, or beyond it to the kernel. */
+static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
+				   struct arena_heap_span __arena *sp)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 kind = sp->kind & 1, limit;
+
+	if (sp->listed)
+		unlink_partial(h, s, sp);
+	if (h->current[sp->cls % HEAP_NR_CLASSES] == s + 1)
+		h->current[sp->cls % HEAP_NR_CLASSES] = 0;
+	limit = heap_target(h, kind) * g->high_water;
+	if (h->reserve_nr[kind] < limit) {
+		sp->state = HEAP_SPAN_RESERVE;
+		sp->next = h->reserve[kind];
+		h->reserve[kind] = s + 1;
+		h->reserve_nr[kind]++;
+		h->stats.spans_emptied++;
+		return;
+	}
+	sp->state = HEAP_SPAN_RELEASE;
+	if (stack_push(&g->release, &sp->link, s + 1)) {
+		h->stats.spans_released++;
+		WRITE_ONCE(g->want, 1);
+	}
+}
+
+/*
+ * Take the span's remote frees into its local list. Returns false when there were none.
+ * The slow path calls it with the local list empty (O(1)); arena_heap_collect may call
+ * it with a local list, and then walks the remote one to its end, bounded by capacity.
+ */
+static __noinline bool collect(struct arena_heap_span __arena *sp, u32 s)
+{
+	u32 head, cnt, tail, next, i;
+	u64 r;
+
+	if (!READ_ONCE(sp->remote))
+		return false;
+	r = xchg(&sp->remote, 0);
+	head = (u32)r;
+	cnt = (r >> 32) & HEAP_REMOTE_COUNT;
+	if (!head)
+		return false;
+	if (sp->local) {
+		tail = head;
+		for (i = zero; i < sp->capacity && can_loop; i++) {
+			next = *(u32 __arena *)(heap_base() + tail);
+			if (!next)
+				break;
+			if (((next - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s)
+				return false;	/* a damaged list: leave both alone */
+			tail = next;
+		}
+		*(u32 __arena *)(heap_base() + tail) = sp->local;
+	}
+	sp->local = head;
+	sp->used = cnt > sp->used ? 0 : sp->used - cnt;
+	return true;
+}
+
+static __always_inline u64 alloc_fast(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_span __arena *sp;
+	u32 s = h->current[cls], off;
+	u64 obj;
+
+	if (!s)
+		return 0;
+	sp = span_desc(s - 1);
+	off = sp->local;
+	if (off) {
+		if (((off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s - 1) {
+			sp->local = 0;		/* not this span's: a damaged list */
+			return 0;
+		}
+		obj = heap_base() + off;
+		sp->local = *(u32 __arena *)obj;
+	} else if (sp->bump < sp->capacity) {
+		obj = span_addr(s - 1) + (u64)sp->bump * sp->size;
+		sp->bump++;
+	} else {
+		return 0;
+	}
+	((u64 __arena *)obj)[1] = 0;		/* no longer tagged free */
+	sp->used++;
+	h->stats.allocs++;
+	return obj;
+}
+
+/* Full spans some remote free made usable again: back onto their class lists. */
+static __noinline void take_revived(struct arena_heap __arena *h)
+{
+	struct arena_heap_span __arena *sp;
+	u32 cur, next, i;
+
+	if (!READ_ONCE(h->revived))
+		return;
+	cur = (u32)xchg(&h->revived, 0);
+	for (i = zero; cur && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(cur - 1);
+		next = sp->link;
+		if (sp->magic == HEAP_SPAN_MAGIC && sp->owner == h->id + 1 && !sp->listed &&
+		    h->current[sp->cls % HEAP_NR_CLASSES] != cur) {
+			link_partial(h, cur - 1, sp);
+			h->stats.revived++;
+		}
+		cur = next;
+	}
+}
+
+/* A fresh span for a class, from the heap's reserve. 0 when it is empty. */
+static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 kind = cls >= HEAP_NR_SMALL, s;
+	struct arena_heap_span __arena *sp;
+	u64 r;
+
+	s = h->reserve[kind];
+	if (!s) {
+		r = xchg(&h->reserve_in[kind], 0);
+		s = (u32)r;
+		h->reserve[kind] = s;
+		h->reserve_nr[kind] = (r >> 32) & HEAP_REMOTE_COUNT;
+	}
+	if (!s) {
+		h->stats.shortfalls++;
+		WRITE_ONCE(g->want, 1);
+		return 0;
+	}
+	sp = span_desc(s - 1);
+	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RESERVE || sp->kind != kind) {
+		/* A damaged reserve: drop it rather than hand out what is not ours. */
+		h->reserve[kind] = 0;
+		h->reserve_nr[kind] = 0;
+		h->stats.shortfalls++;
+		return 0;
+	}
+	h->reserve[kind] = sp->next;
+	if (h->reserve_nr[kind])
+		h->reserve_nr[kind]--;
+	if (h->reserve_nr[kind] * 2 < heap_target(h, kind))
+		WRITE_ONCE(g->want, 1);
+	sp->cls = cls;
+	sp->size = class_size(cls);
+	sp->capacity = (kind ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN) / sp->size;
+	sp->bump = sp->local = sp->used = 0;
+	sp->remote = 0;
+	sp->owner = h->id + 1;
+	sp->next = sp->prev = 0;
+	sp->listed = 0;
+	sp->state = HEAP_SPAN_ACTIVE;
+	h->stats.spans_taken++;
+	return s;
+}
+
+static __noinline u64 alloc_slow(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_span __arena *sp;
+	u32 s, i;
+	u64 addr;
+
+	for (i = zero; i < SLOW_ROUNDS && can_loop; i++) {
+		s = h->current[cls];
+		if (s) {
+			sp = span_desc(s - 1);
+			if (collect(sp, s - 1)) {
+				addr = alloc_fast(h, cls);
+				if (addr)
+					return addr;
+			}
+			/* Exhausted: park it as full, unless frees arrived meanwhile. */
+			if (cmpxchg(&sp->remote, 0, HEAP_REMOTE_FULL) != 0)
+				continue;
+			h->current[cls] = 0;
+		}
+		s = h->partial[cls];
+		if (!s) {
+			take_revived(h);
+			s = h->partial[cls];
+		}
+		if (s) {
+			unlink_partial(h, s - 1, span_desc(s - 1));
+		} else {
+			s = take_reserve(h, cls);
+			if (!s)
+				return 0;
+			s++;
+		}
+		h->current[cls] = s;
+		addr = alloc_fast(h, cls);
+		if (addr)
+			return addr;
+	}
+	return 0;
+}
+
+static __always_inline void free_local(struct arena_heap __arena *h, u32 s,
+				       struct arena_heap_span __arena *sp, u64 obj)
+{
+	*(u32 __arena *)obj = sp->local;
+	((u64 __arena *)obj)[1] = FREE_TAG ^ (u32)obj;
+	sp->local = (u32)obj;
+	if (sp->used)
+		sp->used--;
+	h->stats.frees++;
+	if (READ_ONCE(sp->remote) & HEAP_REMOTE_FULL) {
+		/* Parked full: unpark, unless a remote free did and queued it as revived. */
+		if (cmpxchg(&sp->remote, HEAP_REMOTE_FULL, 0) != HEAP_REMOTE_FULL)
+			return;
+		link_partial(h, s, sp);
+	}
+	if (!sp->used && sp->listed)
+		span_retire(h, s, sp);
+}
+
+/* Any heap (or none): push onto the span's remote list; revive it if it was full. */
+static __always_inline int free_remote(u32 s, struct arena_heap_span __arena *sp, u64 obj)
+{
+	struct arena_heap __arena *owner;
+	u64 old, new;
+	int i;
+
+	((u64 __arena *)obj)[1] = FREE_TAG ^ (u32)obj;
+	for (i = zero; i < PUSH_TRIES && can_loop; i++) {
+		old = READ_ONCE(sp->remote);
+		*(u32 __arena *)obj = (u32)old;
+		new = (obj & 0xffffffffull) | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
+		if (cmpxchg(&sp->remote, old, new) != old)
+			continue;
+		if (old & HEAP_REMOTE_FULL) {
+			owner = heap_at((sp->owner - 1) % HEAP_MAX_HEAPS);
+			if (!stack_push(&owner->revived, &sp->link, s + 1))
+				return -EAGAIN;
+		}
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+/* ---- the public calls ---- */
+
+static __always_inline u64 malloc_large(u64 size)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 addr;
+
+	if (!arena_buddy_is_ready()) {
+		arena_stderr("arena_malloc: %llu bytes: the large allocator is not ready "
+			     "(run arena_heap_refill)", size);
+		return 0;
+	}
+	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), size);
+	if (addr)
+		atomic_add(&g->large_allocs, 1);
+	else
+		WRITE_ONCE(g->want, 1);
+	return addr;
+}
+
+__weak u64 arena_malloc_addr(u64 size)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap __arena *h;
+	u64 addr = 0;
+	u32 cls;
+
+	arena_subprog_init();
+	if (!size) {
+		arena_stderr("arena_malloc: size 0");
+		return 0;
+	}
+	if (size > HEAP_MEDIUM_MAX)
+		return malloc_large(size);
+	cls = class_of(size);
+	bpf_preempt_disable();
+	h = heap_enter();
+	if (h) {
+		addr = alloc_fast(h, cls);
+		if (!addr)
+			addr = alloc_slow(h, cls);
+		heap_exit(h);
+	}
+	bpf_preempt_enable();
+	if (!h) {
+		atomic_add(&g->no_heap, 1);
+		WRITE_ONCE(g->want, 1);
+		arena_stderr("arena_malloc: no heap free on CPU %u (run arena_heap_refill)",
+			     bpf_get_smp_processor_id());
+		return 0;
+	}
+	if (!addr)
+		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
+	return addr;
+}
+
+/* Why a pointer cannot be freed, or 0. */
+static __always_inline const char *bad_free(u32 s, struct arena_heap_span __arena *sp,
+					    u64 obj)
+{
+	u32 rel = (u32)obj - HEAP_WINDOW_START - (s << HEAP_SPAN_SHIFT), size = sp->size;
+
+	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !size)
+		return "is not in an allocated span";
+	if (rel % size)
+		return "points into the middle of an object";
+	if (rel / size >= sp->bump)
+		return "was never allocated";
+	if (((u64 __arena *)obj)[1] == (FREE_TAG ^ (u32)obj))
+		return "is already free (double free)";
+	return NULL;
+}
+
+__weak int arena_free(void __arena *ptr __arg_arena)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	struct arena_heap __arena *h;
+	u64 obj = (u64)ptr;
+	const char *why;
+	int err = 0;
+	u32 s;
+
+	if (!ptr)
+		return 0;
+	if (!in_heap_window(obj)) {
+		if (arena_buddy_is_ready()) {
+			err = buddy_free_nosleep((struct buddy __arena *)arena_buddy_addr(), ptr);
+			if (!err)
+				atomic_add(&g->large_frees, 1);
+			return err;
+		}
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx was not allocated by arena_malloc", obj);
+		return -EINVAL;
+	}
+	s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+	sp = span_desc(s);
+	why = bad_free(s, sp, obj);
+	if (why) {
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx %s", obj, why);
+		return -EINVAL;
+	}
+	bpf_preempt_disable();
+	h = heap_enter();
+	if (h && sp->owner == h->id + 1) {
+		free_local(h, s, sp, obj);
+	} else {
+		err = free_remote(s, sp, obj);
+		if (h)
+			h->stats.remote_frees++;
+	}
+	if (h)
+		heap_exit(h);
+	bpf_preempt_enable();
+	if (err) {
+		atomic_add(&g->lost_frees, 1);
+		arena_stderr("arena_free: %llx: the span's remote list stayed contended", obj);
+	}
+	return err;
+}
+
+__weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
+{
+	u64 __arena *w = ptr;
+	u8 __arena *p = ptr;
+	u64 word = (u8)c, i;
+
+	if (!ptr)
+		return -EINVAL;
+	word |= word << 8;
+	word |= word << 16;
+	word |= word << 32;
+	if (((u64)ptr & 7) == 0) {
+		for (i = zero; i < n / 8 && can_loop; i++)
+			w[i] = word;
+		i *= 8;
+	} else {
+		i = 0;
+	}
+	for (; i < n && can_loop; i++)
+		p[i] = c;
+	return i == n ? 0 : -E2BIG;
+}
+
+__weak u64 arena_calloc_addr(u64 n, u64 size)
+{
+	u64 addr, limit;
+
+	if (size) {
+		limit = ~0ull / size;
+		/* Else clang turns the test into a 128-bit multiply BPF does not have. */
+		barrier_var(limit);
+	}
+	if (size && n > limit) {
+		arena_stderr("arena_calloc: %llu x %llu bytes overflows", n, size);
+		return 0;
+	}
+	addr = arena_malloc_addr(n * size);
+	if (addr && arena_memset((void __arena *)addr, 0, n * size)) {
+		arena_free((void __arena *)addr);
+		return 0;
+	}
+	return addr;
+}
+
+/* ---- collection, on the CPU that runs it ---- */
+
+/*
+ * Collection runs preemptible: it claims the heap with a compare-and-swap instead, and an
+ * allocation that interrupts or preempts it on this CPU finds the heap busy and moves
+ * to the next level. Global functions, so the verifier checks each once.
+ */
+__weak int arena_heap_tidy_span(struct arena_heap __arena *h __arg_arena, u32 s)
+{
+	struct arena_heap_span __arena *sp = span_desc(s);
+
+	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE ||
+	    sp->owner != h->id + 1)
+		return 0;
+	collect(sp, s);
+	if (sp->used)
+		return 0;
+	span_retire(h, s, sp);
+	return 1;
+}
+
+__weak int arena_heap_tidy(struct arena_heap __arena *h __arg_arena)
+{
+	u32 cls, s, next, walked = zero;
+	int n = 0;
+
+	take_revived(h);
+	for (cls = zero; cls < HEAP_NR_CLASSES && can_loop; cls++) {
+		s = h->current[cls];
+		if (s)
+			n += arena_heap_tidy_span(h, s - 1);
+		for (s = h->partial[cls]; s && walked < HEAP_NR_SPANS && can_loop;
+		     s = next, walked++) {
+			next = span_desc(s - 1)->next;
+			n += arena_heap_tidy_span(h, s - 1);
+		}
+	}
+	return n;
+}
+
+/*
+ * Collect remote frees into every heap of the CPU this runs on and retire the spans that
+ * are entirely free. Returns how many were retired. Any program, any time.
+ */
+__weak int arena_heap_collect_cpu(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 cpu = bpf_get_smp_processor_id(), lvl;
+	struct arena_heap __arena *h;
+	int n = 0;
+
+	arena_subprog_init();
+	if (cpu >= READ_ONCE(g->nr_cpus))
+		return 0;
+	for (lvl = 0; lvl < HEAP_LEVELS; lvl++) {
+		h = heap_at(cpu * HEAP_LEVELS + lvl);
+		if (READ_ONCE(h->magic) != HEAP_MAGIC)
+			break;
+		if (cmpxchg(&h->busy, 0, 1) != 0)
+			continue;
+		n += arena_heap_tidy(h);
+		smp_store_release(&h->busy, 0);
+	}
+	return n;
+}
+
+/* ---- maintenance: sleepable only ---- */
+
+static __always_inline bool heap_claim_bit(u64 __arena *words, u32 nr_words, u32 *bit)
+{
+	u64 bits, low;
+	u32 w, tries;
+
+	for (w = zero; w < nr_words && can_loop; w++) {
+		for (tries = 0; tries < 16 && can_loop; tries++) {
+			bits = READ_ONCE(words[w]);
+			if (bits == ~0ull)
+				break;
+			low = ~bits & (bits + 1);
+			if (cmpxchg(&words[w], bits, bits | low) == bits) {
+				*bit = w * 64 + arena_fls(low) - 1;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static __always_inline void heap_clear_bit(u64 __arena *words, u32 bit)
+{
+	atomic_and(&words[bit / 64], ~(1ull << (bit % 64)));
+}
+
+/* Map a span of a kind (and its descriptor page, the first time): its index, or -errno. */
+static __noinline int span_new(u32 kind)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	u32 s, page, i, pages = kind_pages(kind);
+	void __arena *p;
+
+	for (i = zero; i < SPAN_TRIES && can_loop; i++) {
+		if (!heap_claim_bit(g->claimed, HEAP_NR_SPANS / 64, &s))
+			return -ENOMEM;
+		page = s / 64;			/* 64 descriptors per page */
+		if (!(READ_ONCE(g->desc_mapped[page / 64]) & (1ull << (page % 64)))) {
+			p = bpf_arena_alloc_pages(&arena, (void __arena *)(heap_base() +
+						  HEAP_DESC_START + (u64)page * 4096),
+						  1, NUMA_NO_NODE, 0);
+			/* NULL: mapped by a concurrent maintainer, or taken: checked below. */
+			if (p) {
+				atomic_or(&g->desc_mapped[page / 64], 1ull << (page % 64));
+				atomic_add(&g->pages_mapped, 1);
+			}
+		}
+		p = bpf_arena_alloc_pages(&arena, (void __arena *)span_addr(s), pages,
+					  NUMA_NO_NODE, 0);
+		if (!p) {
+			/* Someone else's pages there: leave the slot claimed, try another. */
+			atomic_add(&g->map_failures, 1);
+			continue;
+		}
+		sp = span_desc(s);
+		sp->remote = 0;
+		sp->local = sp->used = sp->bump = sp->capacity = sp->size = 0;
+		sp->cls = 0;
+		sp->kind = kind;
+		sp->owner = sp->next = sp->prev = sp->link = 0;
+		sp->listed = 0;
+		sp->state = HEAP_SPAN_RESERVE;
+		sp->magic = HEAP_SPAN_MAGIC;
+		if (sp->magic != HEAP_SPAN_MAGIC) {
+			/* The descriptor page is not there after all. */
+			bpf_arena_free_pages(&arena, p, pages);
+			heap_clear_bit(g->claimed, s);
+			return -ENOMEM;
+		}
+		atomic_add(&g->spans_mapped, 1);
+		atomic_add(&g->pages_mapped, pages);
+		return s;
+	}
+	return -ENOMEM;
+}
+
+/* Give the released spans back to the kernel. Returns how many. */
+static __noinline int release_spans(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	u32 s, i, pages;
+	int n = 0;
+	u64 r;
+
+	r = xchg(&g->release, 0);
+	s = (u32)r;
+	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(s - 1);
+		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE)
+			break;
+		pages = kind_pages(sp->kind);
+		sp->magic = 0;
+		sp->state = 0;
+		bpf_arena_free_pages(&arena, (void __arena *)span_addr(s - 1), pages);
+		heap_clear_bit(g->claimed, s - 1);
+		atomic_add(&g->spans_mapped, -1);
+		atomic_add(&g->pages_mapped, -(s64)pages);
+		atomic_add(&g->spans_returned, 1);
+		s = sp->link;
+		n++;
+	}
+	return n;
+}
+
+static __noinline int heap_create(u32 id)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap __arena *h = heap_at(id);
+	u64 page = (u64)h & ~4095ull;
+	u32 i;
+
+	if (READ_ONCE(arena_heap_created[id / 64]) & (1ull << (id % 64)))
+		return 0;	/* someone made (or is making) it */
+	if (atomic_fetch_or(&arena_heap_created[id / 64], 1ull << (id % 64)) &
+	    (1ull << (id % 64)))
+		return 0;
+	if (bpf_arena_alloc_pages(&arena, (void __arena *)page, 1, NUMA_NO_NODE, 0))
+		atomic_add(&g->pages_mapped, 1);
+	for (i = zero; i < HEAP_HEAP_SIZE / 8 && can_loop; i++)
+		((u64 __arena *)h)[i] = 0;
+	h->id = id;
+	smp_store_release(&h->magic, HEAP_MAGIC);
+	if (READ_ONCE(h->magic) != HEAP_MAGIC) {
+		heap_clear_bit(arena_heap_created, id);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static __always_inline int global_ready(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 state = READ_ONCE(g->magic), i;
+
+	if (state == HEAP_GLOBAL_MAGIC)
+		return 0;
+	if (state || cmpxchg(&g->magic, 0, 1) != 0) {
+		for (i = zero; i < (1u << 20) && can_loop; i++)
+			if (READ_ONCE(g->magic) == HEAP_GLOBAL_MAGIC)
+				return 0;
+		return -EBUSY;
+	}
+	g->reserve[0] = HEAP_RESERVE_SMALL;
+	g->reserve[1] = HEAP_RESERVE_MEDIUM;
+	g->high_water = HEAP_HIGH_WATER;
+	if (!g->nr_cpus)
+		g->nr_cpus = 1;
+	smp_store_release(&g->magic, HEAP_GLOBAL_MAGIC);
+	return 0;
+}
+
+/*
+ * Create heap id if needed and fill its reserves to their targets: one global function
+ * per heap, so the verifier checks it once rather than once per loop round. Sleepable.
+ * Returns the spans mapped, or -errno.
+ */
+__weak int arena_heap_fill(u32 id)
+{
+	struct arena_heap __arena *h = heap_at(id);
+	u32 kind, have, target, j;
+	int err, s, mapped = 0;
+
+	arena_subprog_init();
+	if (id >= HEAP_MAX_HEAPS)
+		return -EINVAL;
+	if (READ_ONCE(h->magic) != HEAP_MAGIC) {
+		err = heap_create(id);
+		if (err) {
+			arena_stderr("arena_heap_maintain: no page for heap %u", id);
+			return err;
+		}
+		if (READ_ONCE(h->magic) != HEAP_MAGIC)
+			return 0;	/* another maintainer is creating it */
+	}
+	for (kind = 0; kind < HEAP_KINDS; kind++) {
+		target = heap_target(h, kind);
+		have = READ_ONCE(h->reserve_nr[kind]) +
+		       ((READ_ONCE(h->reserve_in[kind]) >> 32) & HEAP_REMOTE_COUNT);
+		for (j = have; j < target && can_loop; j++) {
+			s = span_new(kind);
+			if (s < 0) {
+				arena_stderr("arena_heap_maintain: no pages for a span");
+				return -ENOMEM;
+			}
+			if (!stack_push(&h->reserve_in[kind], &span_desc(s)->next, s + 1))
+				return -EAGAIN;
+			mapped++;
+		}
+	}
+	return mapped;
+}
+
+__weak int arena_heap_maintain(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	int err, mapped = 0;
+	u32 id, n;
+
+	arena_subprog_init();
+	err = global_ready();
+	if (err) {
+		arena_stderr("arena_heap_maintain: allocator state is being set up elsewhere");
+		return err;
+	}
+	/* Cleared first: a request made while we work brings us back. */
+	WRITE_ONCE(g->want, 0);
+	release_spans();
+	n = READ_ONCE(g->nr_cpus) * HEAP_LEVELS;
+	for (id = zero; id < n && can_loop; id++) {
+		err = arena_heap_fill(id);
+		if (err < 0)
+			return err;
+		mapped += err;
+	}
+	if (mapped)
+		atomic_add(&g->refills, 1);
+	/* The large sizes' allocator, with a chunk to spare for non-sleepable callers. */
+	err = arena_buddy_ready();
+	if (!err)
+		err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(), 1);
+	if (!err)
+		buddy_shrink((struct buddy __arena *)arena_buddy_addr());
+	return err < 0 ? err : 0;
+}
+
+#ifdef __BPF__
+static int heap_wq_cb(void *map, int *key, void *value)
+{
+	atomic_add(&arena_heap_global.wq_runs, 1);
+	arena_heap_maintain();
+	return 0;
+}
+
+static int heap_timer_cb(void *map, int *key, struct heap_timer *t)
+{
+	struct heap_wq *w;
+	int k = 0;
+
+	if (READ_ONCE(arena_heap_global.want)) {
+		w = bpf_map_lookup_elem(&arena_heap_wq, &k);
+		if (w)
+			bpf_wq_start(&w->wq, 0);
+	}
+	bpf_timer_start(&t->timer, HEAP_POLL_NS, 0);
+	return 0;
+}
+
+/* Arm the background refill: idempotent. */
+static __always_inline int heap_arm(void)
+{
+	struct heap_timer *t;
+	struct heap_wq *w;
+	int k = 0, err;
+
+	w = bpf_map_lookup_elem(&arena_heap_wq, &k);
+	t = bpf_map_lookup_elem(&arena_heap_timer, &k);
+	if (!w || !t)
+		return -ENOENT;
+	err = bpf_wq_init(&w->wq, &arena_heap_wq, 0);
+	if (err && err != -EBUSY)
+		return err;
+	err = bpf_wq_set_callback_impl(&w->wq, heap_wq_cb, 0, NULL);
+	if (err)
+		return err;
+	err = bpf_timer_init(&t->timer, &arena_heap_timer, CLOCK_MONOTONIC);
+	if (err && err != -EBUSY)
+		return err;
+	err = bpf_timer_set_callback(&t->timer, heap_timer_cb);
+	if (err)
+		return err;
+	return bpf_timer_start(&t->timer, HEAP_POLL_NS, 0);
+}
+
+/*
+ * Create the heaps, fill the reserves, arm the background refill. User space runs it once
+ * before programs allocate (libarena_heap_refill()), and whenever it likes after that.
+ */
+SEC("syscall")
+__weak int arena_heap_refill(struct arena_heap_refill_args *args)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 n = args->nr_cpus;
+	int err;
+
+	err = global_ready();
+	if (err)
+		return err;
+	if (n > HEAP_MAX_CPUS) {
+		arena_stderr("arena_heap_refill: %u CPUs, at most %u", n, HEAP_MAX_CPUS);
+		return -E2BIG;
+	}
+	if (n > g->nr_cpus)
+		g->nr_cpus = n;
+	if (args->reserve_small)
+		g->reserve[0] = args->reserve_small;
+	if (args->reserve_medium)
+		g->reserve[1] = args->reserve_medium;
+	if (args->high_water)
+		g->high_water = args->high_water;
+	err = arena_heap_maintain();
+	args->spans_mapped = g->spans_mapped;
+	args->pages_mapped = g->pages_mapped;
+	if (err)
+		return err;
+	err = heap_arm();
+	if (err)
+		arena_stderr("arena_heap_refill: no background refill: %d", err);
+	return err;
+}
+
+/* The program's body for user space: see arena_heap_collect_cpu(). */
+SEC("syscall")
+__weak int arena_heap_collect(void *ctx)
+{
+	return arena_heap_collect_cpu();
+}
+#endif
