@@ -479,16 +479,21 @@ SEC("syscall")
 int alloc_for_stats(struct stats_args *args)
 {
 	u32 i, n = args->count < STATS_MAX ? args->count : STATS_MAX;
+	/* The buddy allocator itself: arena_malloc serves small sizes from the heaps. */
+	struct buddy __arena *b;
 
+	if (arena_buddy_ready())
+		return -ENOMEM;
+	b = (struct buddy __arena *)arena_buddy_addr();
 	if (!args->count) {
 		for (i = zero; i < STATS_MAX && can_loop; i++) {
-			arena_free((void __arena *)stats_ptr[i & (STATS_MAX - 1)]);
+			buddy_free(b, (void __arena *)stats_ptr[i & (STATS_MAX - 1)]);
 			stats_ptr[i & (STATS_MAX - 1)] = 0;
 		}
 		return 0;
 	}
 	for (i = zero; i < n && can_loop; i++) {
-		stats_ptr[i & (STATS_MAX - 1)] = (u64)arena_malloc(args->size);
+		stats_ptr[i & (STATS_MAX - 1)] = (u64)buddy_alloc(b, args->size);
 		if (!stats_ptr[i & (STATS_MAX - 1)])
 			return -ENOMEM;
 	}

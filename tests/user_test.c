@@ -298,6 +298,15 @@ struct stats_args {
 	u32 count, size;
 };
 
+/* Load an object as the runner does: one with the fast allocator gets its heaps first. */
+static bool load_obj(struct bpf_object *o)
+{
+	if (!o || bpf_object__load(o))
+		return false;
+	return !bpf_object__find_program_by_name(o, "arena_heap_refill") ||
+	       !libarena_heap_refill(o, NULL);
+}
+
 static int test_buddy_stats(void)
 {
 	struct bpf_object *buddy_obj;
@@ -311,7 +320,7 @@ static int test_buddy_stats(void)
 
 	/* Loaded on its own: every object maps its arena at the same fixed address. */
 	buddy_obj = bpf_object__open_file(buddy_path, NULL);
-	CHECK(buddy_obj && !bpf_object__load(buddy_obj), "cannot load %s", buddy_path);
+	CHECK(load_obj(buddy_obj), "cannot load %s", buddy_path);
 	reset = bpf_object__find_program_by_name(buddy_obj, "arena_buddy_reset");
 	alloc = bpf_object__find_program_by_name(buddy_obj, "alloc_for_stats");
 	CHECK(reset && alloc, "");
@@ -380,7 +389,7 @@ static int test_bitmap_print(void)
 	int ret;
 
 	o = bpf_object__open_file(bitmap_path, NULL);
-	CHECK(o && !bpf_object__load(o), "cannot load %s", bitmap_path);
+	CHECK(load_obj(o), "cannot load %s", bitmap_path);
 	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "test_bitmap_whole_map"),
 				NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
 	CHECK(libarena_log_drain(libarena_log(o), find_line, &f, NULL) > 0, "");
@@ -397,7 +406,7 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	obj = bpf_object__open_file(argv[1], NULL);
-	if (!obj || bpf_object__load(obj)) {
+	if (!load_obj(obj)) {
 		fprintf(stderr, "user_test: cannot load %s\n", argv[1]);
 		printf("0 passed, 1 failed\n");
 		return 1;
