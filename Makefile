@@ -2,27 +2,46 @@
 #
 # libarena: the two commands
 #
-#   make test    the whole suite: host tests, then every selftest in the VM
+#   make test    the whole suite: host tests, then every selftest in the VM, in every
+#                cell of the test matrix (below)
 #   make run     the main job: the examples, in the VM
 #
 # and the pieces they are made of:
 #
 #   make deps      install the packages the build needs (apt-get)
 #   make kernel    build (or find cached) the guest kernel from linux-source-6.12
+#                  (KERNEL=stock: fetch and unpack Debian's stock kernel)
 #   make patches   write the patch series into build/patches/
 #   make lib       apply the series to the pristine tree and build the library from it
 #   make host-test the host-native tests only
 #   make vm-test   the VM tests only
 #   make bench     the allocator benchmark, in the VM (figures, not pass/fail)
-#   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner
+#   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner | print-lib
+#
+# Which kernel and compiler (a "cell" of the test matrix):
+#
+#   KERNEL=patched   the guest kernel built from the packaged tree (default)
+#   KERNEL=stock     Debian's stock linux-image-6.12 (vm/stock-kernel): the library is
+#                    built against its vmlinux.h and the VM boots it
+#   CLANG=clang-22   the compiler of the BPF code (default); clang-19 is the oldest
+#
+# The default cell builds into build/, any other into build/KERNEL-CLANG/, so cells never
+# overwrite each other. `make test` runs every cell of {patched, stock} x {clang-22,
+# clang-19}; KERNEL= or CLANG= on its command line narrows it to those.
 #
 # Heavy work is cached in $(LIBARENA_CACHE) (default ~/.cache/libarena): the extracted
-# tree, the kernel keyed by (tree version, config, kernel patches), libbpf and bpftool.
+# tree, the kernel keyed by (tree version, config, kernel patches), libbpf and bpftool,
+# the stock kernel keyed by its package version.
 
 LIBARENA_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/libarena
 export LIBARENA_CACHE
+KERNEL ?= patched
 CLANG ?= clang-22
+CELL := $(KERNEL)-$(notdir $(CLANG))
+DEFAULT_CELL := patched-clang-22
 BUILD := $(CURDIR)/build
+# This cell's build: the default one where users' projects expect it.
+OUT := $(if $(filter $(DEFAULT_CELL),$(CELL)),$(BUILD),$(BUILD)/$(CELL))
 PATCHES := $(BUILD)/patches
 # The patched tree; a second work tree with another series sets its own LIBARENA_TREE.
 LIBARENA_TREE ?= $(LIBARENA_CACHE)/tree
@@ -30,15 +49,27 @@ export LIBARENA_TREE
 TREE := $(LIBARENA_TREE)
 INTREE := $(TREE)/tools/testing/selftests/bpf/libarena
 TOOLS_OUT = $(shell bash -c '. vm/lib.sh && tools_dir')
-KERNEL_DIR = $(shell bash -c '. vm/lib.sh && kernel_dir')
+ifeq ($(KERNEL),patched)
+VMLINUX_BTF = $(shell bash -c '. vm/lib.sh && kernel_dir')/vmlinux
+else ifeq ($(KERNEL),stock)
+VMLINUX_BTF = $(shell vm/stock-kernel -p)/vmlinux.btf
+else
+$(error KERNEL=$(KERNEL): patched or stock)
+endif
 VM_ARGS ?=
 
 # The library's own Makefile, run from the patched tree (or from here for print-*).
-LIBMAKE_VARS = OUTPUT=$(BUILD) TOOLS_OUT=$(TOOLS_OUT) CLANG=$(CLANG) \
-	VMLINUX_BTF=$(KERNEL_DIR)/vmlinux
+LIBMAKE_VARS = OUTPUT=$(OUT) TOOLS_OUT=$(TOOLS_OUT) CLANG=$(CLANG) VMLINUX_BTF=$(VMLINUX_BTF)
 LIBMAKE = $(MAKE) --no-print-directory -s -C $(INTREE) $(LIBMAKE_VARS)
 PRINTMAKE = $(MAKE) --no-print-directory -s -f $(CURDIR)/libarena.mk KSRC=$(TREE) \
-	VMLINUX_H=$(BUILD)/include/vmlinux.h $(LIBMAKE_VARS)
+	VMLINUX_H=$(OUT)/include/vmlinux.h $(LIBMAKE_VARS)
+VM = vm/run -K $(KERNEL) $(VM_ARGS)
+
+# The cells `make test` runs: all, or those KERNEL= and CLANG= name.
+given = $(filter command line environment,$(origin $(1)))
+TEST_KERNELS := $(if $(call given,KERNEL),$(KERNEL),patched stock)
+TEST_CLANGS := $(if $(call given,CLANG),$(CLANG),clang-22 clang-19)
+TEST_CELLS := $(foreach k,$(TEST_KERNELS),$(foreach c,$(TEST_CLANGS),$(k)-$(c)))
 
 all: lib
 
@@ -46,7 +77,11 @@ deps:
 	@scripts/install-deps
 
 kernel: deps
+ifeq ($(KERNEL),stock)
+	@vm/stock-kernel >/dev/null
+else
 	@vm/build-kernel >/dev/null
+endif
 
 patches:
 	@kernel/make-patches $(PATCHES) >/dev/null
@@ -62,20 +97,23 @@ host-test: deps
 	@$(MAKE) --no-print-directory -s -f tests/host/host.mk OUTPUT=$(BUILD)/host run
 
 vm-test: lib
-	@vm/run $(VM_ARGS) -- tests/vm-suite $(BUILD)
+	@$(VM) -- tests/vm-suite $(OUT)
 
 test: deps
-	@tests/suite $(BUILD)
+	@tests/suite $(TEST_CELLS)
 
 run: lib
-	@vm/run $(VM_ARGS) -- examples/run-all $(BUILD)
+	@$(VM) -- examples/run-all $(OUT)
 
 bench: lib
-	@vm/run $(VM_ARGS) -- $(BUILD)/bench/bench $(BUILD)/bench/bench_alloc.bpf.o
+	@$(VM) -- $(OUT)/bench/bench $(OUT)/bench/bench_alloc.bpf.o
 
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
-print-user-libs:
+print-user-libs print-lib:
 	@$(PRINTMAKE) $@
+
+print-build:
+	@echo $(OUT)
 
 clean:
 	rm -rf $(BUILD)
@@ -83,4 +121,4 @@ clean:
 .NOTPARALLEL:
 .PHONY: all deps kernel patches tree lib host-test vm-test test run bench clean \
 	print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
-	print-user-libs
+	print-user-libs print-lib print-build

@@ -15,6 +15,10 @@
 #   make print-asan-cflags  the same for the sanitizer build
 #   make print-bpftool      the bpftool that links objects (bpftool gen object)
 #   make print-runner       the test runner
+#   make print-lib          the linked library object (libarena.bpf.o) to link with
+#
+# CLANG (default clang-22) compiles the BPF code: clang 19 or newer; the sanitizer
+# variant needs clang 22 and is left out, with a message, when CLANG is older.
 
 LIBARENA_DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 
@@ -56,9 +60,16 @@ USER_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/userspace/*.c))
 
 BPF_ARCH := x86
 BPF_INCLUDES := -I$(LIBARENA_DIR)/include -I$(dir $(VMLINUX_H)) -I$(LIBBPF_INCLUDE)
+CLANG_MAJOR := $(firstword $(subst ., ,$(shell $(CLANG) -dumpversion 2>/dev/null)))
+clang_older_than = $(shell [ "0$(CLANG_MAJOR)" -lt $(1) ] 2>/dev/null && echo y)
+# Before clang 22 the BPF backend lowers memset/memcpy on arena memory without the
+# addr_space_cast, so the store goes through the user address and the verifier rejects
+# it ("invalid mem access 'scalar'"); the optimizer makes memsets out of plain stores
+# (neighbouring fields zeroed one by one). -fno-builtin keeps it from doing that.
+OLD_CLANG_CFLAGS := $(if $(call clang_older_than,22),-fno-builtin)
 # What a user's .bpf.c needs (print-bpf-cflags); our own sources also get WARN_CFLAGS.
 BPF_CFLAGS := -g -O2 --target=bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) $(BPF_INCLUDES) \
-	$(EXTRA_BPF_CFLAGS)
+	$(OLD_CLANG_CFLAGS) $(EXTRA_BPF_CFLAGS)
 WARN_CFLAGS := -Wall -Werror -Wno-unused-function
 # The sanitizer instruments arena (address space 1) accesses only, with its shadow in
 # the arena; the runtime lives in the library (src/asan.bpf.c).
@@ -87,13 +98,21 @@ USER_TEST := $(OUTPUT)/user_test
 BENCH_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/bench/*.bpf.c))
 BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/bench/%.bpf.o,$(BENCH_SRCS))
 
-# The sanitizer variant needs its runtime (src/asan.bpf.c) to link.
-ASAN_TARGET := $(if $(wildcard $(LIBARENA_DIR)/src/asan.bpf.c),asan-lib)
+# The sanitizer variant needs its runtime (src/asan.bpf.c) to link, and clang 22: older
+# ones lack the options that keep the shadow in the arena (address space 1).
+ASAN_MIN_CLANG := 22
+ASAN_CLANG_OK := $(if $(call clang_older_than,$(ASAN_MIN_CLANG)),,y)
+ASAN_TOO_OLD := libarena: the ASAN variant needs clang $(ASAN_MIN_CLANG) or newer; \
+	CLANG=$(CLANG) is clang $(or $(CLANG_MAJOR),unknown)
+ASAN_TARGET := $(if $(wildcard $(LIBARENA_DIR)/src/asan.bpf.c),$(if \
+	$(ASAN_CLANG_OK),asan-lib,asan-skip))
 
 all: lib $(ASAN_TARGET) tests runner examples bench
 bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench
 lib: $(LIB_OBJ) $(USER_LIB)
 asan-lib: $(ASAN_LIB_OBJ)
+asan-skip:
+	@echo "$(ASAN_TOO_OLD): not built" >&2
 tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(USER_TEST)
 runner: $(RUNNER)
 examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS)
@@ -106,6 +125,8 @@ print-bpftool:
 	@echo $(BPFTOOL)
 print-runner:
 	@echo $(RUNNER)
+print-lib:
+	@echo $(LIB_OBJ)
 print-user-cflags:
 	@echo $(USER_CFLAGS)
 print-user-libs:
@@ -141,6 +162,7 @@ $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
+	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
@@ -207,8 +229,8 @@ clean:
 	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples $(OUTPUT)/bench \
 		$(OUTPUT)/user $(LIB_OBJ) $(ASAN_LIB_OBJ) $(USER_LIB) $(RUNNER)
 
-.PHONY: all lib asan-lib tests runner examples bench clean print-bpf-cflags \
-	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs
+.PHONY: all lib asan-lib asan-skip tests runner examples bench clean print-bpf-cflags \
+	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs print-lib
 FORCE:
 .SECONDARY:
 .DELETE_ON_ERROR:

@@ -235,10 +235,16 @@ static __noinline u32 put_num(u32 pos, u32 n)
 
 __weak int bmp_print(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 {
-	u32 bit, pos = 0, start = 0, cut = 0;
+	u32 bit, pos, start = 0, cut = 0;
 	bool in_run = false, set;
 
 	CHECK_ARGS("bmp_print", bits, bmp, bmp, bmp);
+	/*
+	 * Opaque, like a loop counter: the verifier compares loop states by value ranges,
+	 * and a position it knows exactly makes every length of text a state of its own
+	 * (clang 19's code then exceeds the budget).
+	 */
+	pos = zero;
 	for (bit = zero; bit <= bits && can_loop; bit++) {
 		set = bit < bits && (bmp->bits[BIT_WORD(bit)] & BIT_MASK(bit));
 		if (set && !in_run) {

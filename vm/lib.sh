@@ -76,3 +76,25 @@ tools_dir() {
 		sha256sum | cut -c1-16)
 	echo "$LIBARENA_CACHE/tools-$key"
 }
+
+# Debian's stock kernel of the same release as the tree (same source package, same
+# version): what users who build no kernel run. STOCK_KERNEL_PKG=NAME=VERSION picks
+# another. Cached unpacked under $LIBARENA_CACHE/stock-NAME-VERSION by vm/stock-kernel.
+stock_pkg() {
+	if [ -n "${STOCK_KERNEL_PKG:-}" ]; then
+		echo "$STOCK_KERNEL_PKG"
+		return
+	fi
+	local ver distro
+	ver=$(dpkg-query -W -f '${Version}' linux-source-6.12 2>/dev/null) ||
+		die "linux-source-6.12 is not installed (make deps), or set STOCK_KERNEL_PKG"
+	distro=$(. /etc/os-release && echo "${VERSION_ID%%.*}")
+	# 6.12.118-1~deb12u1 -> linux-image-6.12.118+deb12-amd64-unsigned=6.12.118-1~deb12u1
+	echo "linux-image-${ver%%-*}+deb$distro-amd64-unsigned=$ver"
+}
+
+stock_dir() {
+	local pkg
+	pkg=$(stock_pkg) || exit 1
+	echo "$LIBARENA_CACHE/stock-$(echo "${pkg#linux-image-}" | tr '=~:+' '-___')"
+}

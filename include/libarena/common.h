@@ -44,7 +44,15 @@
 
 #ifdef __BPF__
 
+/*
+ * A distribution kernel's vmlinux.h (Debian's 6.12, with zbud and z3fold) declares
+ * `enum buddy`, which takes the tag of the allocator's `struct buddy` (the upstream
+ * API's name). The kernel's, which no BPF program needs, is renamed on the way in. So
+ * include this header before, or instead of, vmlinux.h.
+ */
+#define buddy __vmlinux_buddy
 #include <vmlinux.h>
+#undef buddy
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
