@@ -870,6 +870,7 @@ static __always_inline int global_ready(void)
 	g->reserve[0] = HEAP_RESERVE_SMALL;
 	g->reserve[1] = HEAP_RESERVE_MEDIUM;
 	g->high_water = HEAP_HIGH_WATER;
+	g->reserve_large = 1;
 	if (!g->nr_cpus)
 		g->nr_cpus = 1;
 	smp_store_release(&g->magic, HEAP_GLOBAL_MAGIC);
@@ -944,7 +945,8 @@ __weak int arena_heap_maintain(void)
 	/* The large sizes' allocator, with a chunk to spare for non-sleepable callers. */
 	err = arena_buddy_ready();
 	if (!err)
-		err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(), 1);
+		err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(),
+				    READ_ONCE(g->reserve_large));
 	if (!err)
 		buddy_shrink((struct buddy __arena *)arena_buddy_addr());
 	return err < 0 ? err : 0;
@@ -1024,6 +1026,8 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 		g->reserve[1] = args->reserve_medium;
 	if (args->high_water)
 		g->high_water = args->high_water;
+	if (args->reserve_large)
+		g->reserve_large = args->reserve_large;
 	err = arena_heap_maintain();
 	args->spans_mapped = g->spans_mapped;
 	args->pages_mapped = g->pages_mapped;

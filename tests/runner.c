@@ -383,9 +383,16 @@ static void run_object(const char *path)
 			fprintf(stderr, "runner: %s: no log ring: %s\n", obj, strerror(errno));
 	}
 
-	/* Objects with the fast allocator get their heaps before any test allocates. */
+	/*
+	 * Objects with the fast allocator get their heaps before any test allocates, with
+	 * reserves for tests that build big structures from syscall programs.
+	 */
 	if (bpf_object__find_program_by_name(o, "arena_heap_refill")) {
-		err = libarena_heap_refill(o, NULL);
+		struct arena_heap_refill_args cfg = {
+			.reserve_small = 32, .reserve_medium = 8, .reserve_large = 4,
+		};
+
+		err = libarena_heap_refill(o, &cfg);
 		if (err) {
 			snprintf(why, sizeof(why), "arena_heap_refill: %s", strerror(-err));
 			report(obj, "heap_refill", -1, why, 0);

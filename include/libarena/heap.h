@@ -148,6 +148,8 @@ struct arena_heap_global {
 	u32 reserve[HEAP_KINDS];	/* targets per level-0 heap */
 	u32 high_water;
 	u32 want;			/* some heap asked for a refill */
+	u32 reserve_large;		/* spare buddy chunks for sizes beyond 64 KiB */
+	u32 pad;
 	u64 release;			/* spans for the kernel: span + 1 | count << 32 */
 	u64 claimed[HEAP_NR_SPANS / 64];	/* span slots in use */
 	u64 desc_mapped[HEAP_NR_SPANS / 64 / 64 + 1];	/* descriptor pages mapped */
@@ -168,6 +170,8 @@ struct arena_heap_refill_args {
 	u32 reserve_small;	/* in: spans per heap, 0 for the default */
 	u32 reserve_medium;
 	u32 high_water;		/* in: x the target, 0 for the default */
+	u32 reserve_large;	/* in: spare 512 KiB chunks for large sizes, 0: default 1 */
+	u32 pad;
 	u64 spans_mapped;	/* out: spans the allocator holds */
 	u64 pages_mapped;	/* out */
 };
