@@ -942,13 +942,16 @@ __weak int arena_heap_maintain(void)
 	}
 	if (mapped)
 		atomic_add(&g->refills, 1);
-	/* The large sizes' allocator, with a chunk to spare for non-sleepable callers. */
+	/*
+	 * The large sizes' allocator: spares beyond the recent peak go back, then at least
+	 * reserve_large stay for non-sleepable callers.
+	 */
 	err = arena_buddy_ready();
+	if (!err)
+		buddy_shrink((struct buddy __arena *)arena_buddy_addr());
 	if (!err)
 		err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(),
 				    READ_ONCE(g->reserve_large));
-	if (!err)
-		buddy_shrink((struct buddy __arena *)arena_buddy_addr());
 	return err < 0 ? err : 0;
 }
 

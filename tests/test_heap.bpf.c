@@ -240,58 +240,78 @@ int test_heap_bad_calls(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-/* Allocate 4 KiB objects until the reserve runs dry; refill; all works again. */
+/*
+ * Allocate 8 KiB objects until the reserve runs dry; refill; all works again. Whatever
+ * the reserve targets (the runner sets roomy ones), a heap holds at most target x
+ * high_water spare spans: XP objects are far beyond that.
+ */
+#define XP 4096
+u64 __arena_global xp[XP];
+
 SEC("syscall")
 int test_heap_exhaust_refill(struct arena_test_ctx *ctx)
 {
+	struct arena_heap_global __arena *g = glob();
 	struct arena_heap __arena *h;
 	u64 shortfalls, p;
 	u32 i, n = zero, cpu = bpf_get_smp_processor_id();
 
+	ARENA_ASSERT((u64)g->reserve[0] * g->high_water * (HEAP_SMALL_SPAN / 8192) < XP / 2);
 	h = heap_of(cpu * HEAP_LEVELS);
 	shortfalls = h->stats.shortfalls;
-	for (i = zero; i < NR_PTRS && can_loop; i++) {
-		p = (u64)arena_malloc(4096);
-		hp[i] = p;
+	for (i = zero; i < XP && can_loop; i++) {
+		p = (u64)arena_malloc(8192);
+		xp[i] = p;
 		if (!p)
 			break;
 		n++;
 	}
-	/* The reserve holds a few spans of 16 such objects: NR_PTRS is far beyond. */
-	ARENA_ASSERT(n < NR_PTRS);
+	ARENA_ASSERT(n < XP);
 	ARENA_ASSERT(h->stats.shortfalls > shortfalls);
 	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
-	p = (u64)arena_malloc(4096);
+	p = (u64)arena_malloc(8192);
 	ARENA_ASSERT(p);
 	ARENA_ASSERT_EQ(arena_free((void __arena *)p), 0);
-	for (i = zero; i < n && i < NR_PTRS && can_loop; i++)
-		ARENA_ASSERT_EQ(arena_free((void __arena *)hp[i]), 0);
-	arena_stdout("exhaust: %u objects of 4 KiB before the reserve ran dry", n);
+	for (i = zero; i < n && i < XP && can_loop; i++)
+		ARENA_ASSERT_EQ(arena_free((void __arena *)xp[i]), 0);
+	arena_stdout("exhaust: %u objects of 8 KiB before the reserve ran dry", n);
 	return 0;
 }
 
-/* Free spans go back: to the reserve, then beyond the high-water mark to the kernel. */
+/*
+ * Free spans go back: to the reserve, then beyond the high-water mark to the kernel.
+ * With a small target for the test's duration, 20 spans are far beyond it.
+ */
 SEC("syscall")
 int test_heap_pages_returned(struct arena_test_ctx *ctx)
 {
 	struct arena_heap_global __arena *g = glob();
 	u64 returned = g->spans_returned, mapped;
-	u32 i, k, n = zero;
+	u32 i, k, n = zero, target = g->reserve[0], high = g->high_water;
+	int err = 0;
 
-	/* 5 rounds of 64 objects of 4 KiB: 20 spans, beyond the reserve each time. */
+	g->reserve[0] = 2;
+	g->high_water = 1;
 	for (k = zero; k < 5 && can_loop; k++) {
-		ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+		if (arena_heap_maintain())
+			err = __LINE__;
 		for (i = zero; i < 64 && can_loop; i++) {
-			hp[k * 64 + i] = (u64)arena_malloc(4096);
-			ARENA_ASSERT(hp[k * 64 + i]);
+			hp[(k * 64 + i) % NR_PTRS] = (u64)arena_malloc_sleepable(4096);
+			if (!hp[(k * 64 + i) % NR_PTRS])
+				err = __LINE__;
 			n++;
 		}
 	}
 	mapped = g->spans_mapped;
 	for (i = zero; i < n && i < NR_PTRS && can_loop; i++)
-		ARENA_ASSERT_EQ(arena_free((void __arena *)hp[i]), 0);
+		if (arena_free((void __arena *)hp[i]))
+			err = __LINE__;
 	arena_heap_collect_cpu();
-	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	if (arena_heap_maintain())
+		err = __LINE__;
+	g->reserve[0] = target;
+	g->high_water = high;
+	ARENA_ASSERT_EQ(err, 0);
 	arena_stdout("returned: %llu spans mapped at the peak, %llu now, %llu given back",
 		     mapped, g->spans_mapped, g->spans_returned - returned);
 	ARENA_ASSERT(g->spans_returned > returned);
@@ -367,15 +387,18 @@ static __always_inline u64 xsum(u64 __arena *a)
 	return a[0] + a[1] + a[2] + a[3];
 }
 
-__weak u64 remote_frees_total(void)
+/* One counter of struct arena_heap_stats (its byte offset), summed over every heap. */
+__weak u64 stat_total(u32 off)
 {
 	u64 n = 0;
 	u32 id;
 
 	for (id = zero; id < glob()->nr_cpus * HEAP_LEVELS && can_loop; id++)
-		n += heap_of(id)->stats.remote_frees;
+		n += *(u64 __arena *)((u64)&heap_of(id)->stats + (off & ~7u));
 	return n;
 }
+
+#define remote_frees_total() stat_total(offsetof(struct arena_heap_stats, remote_frees))
 
 SEC("syscall")
 int parallel_test_heap_remote__init(struct arena_test_ctx *ctx)
@@ -680,16 +703,6 @@ struct heap_counts {
 	u32 pad;
 };
 
-__weak u64 nested_total(void)
-{
-	u64 nested = 0;
-	u32 id;
-
-	for (id = zero; id < glob()->nr_cpus * HEAP_LEVELS && can_loop; id++)
-		nested += heap_of(id)->stats.nested;
-	return nested;
-}
-
 /* No loop here, only calls: see outstanding() for the 6.12 verifier bug this avoids. */
 SEC("syscall")
 int heap_counts(struct heap_counts *c)
@@ -698,7 +711,7 @@ int heap_counts(struct heap_counts *c)
 	c->fail = np_fail;
 	c->null = np_null;
 	c->outstanding = outstanding();
-	c->nested = nested_total();
+	c->nested = stat_total(offsetof(struct arena_heap_stats, nested));
 	return 0;
 }
 
