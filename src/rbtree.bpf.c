@@ -731,7 +731,8 @@ __weak int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 {
 	rbnode_t *n, *prev = NULL;
 	u64 count = zero, last = 0;
-	int depth = zero + 1, bh = 1, want_bh = -1;
+	/* Opaque starts: a constant bh widens by one per level and defeats pruning. */
+	int depth = zero + 1, bh = zero + 1, want_bh = -1;
 	const char *what = NULL;
 	bool dup, from_left, seen = false;
 
