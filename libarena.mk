@@ -9,7 +9,8 @@
 # LIBBPF_INCLUDE given directly. Either way it needs VMLINUX_BTF (a vmlinux with BTF) or
 # VMLINUX_H (a ready vmlinux.h).
 #
-#   make                    library, asan variant, selftests, runner, examples
+#   make                    library, asan variant (library, selftests and benchmark under
+#                           asan/), selftests, runner, examples
 #   make OUTPUT=dir/        put everything in dir/ (default: ./build/)
 #   make print-bpf-cflags   flags to compile your own .bpf.c against the library
 #   make print-asan-cflags  the same for the sanitizer build
@@ -72,11 +73,14 @@ BPF_CFLAGS := -g -O2 --target=bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) $(BPF_INC
 	$(OLD_CLANG_CFLAGS) $(EXTRA_BPF_CFLAGS)
 WARN_CFLAGS := -Wall -Werror -Wno-unused-function
 # The sanitizer instruments arena (address space 1) accesses only, with its shadow in
-# the arena; the runtime lives in the library (src/asan.bpf.c).
+# the arena; the runtime lives in the library (src/asan.bpf.c). memset/memcpy/memmove
+# on arena memory become calls to the runtime's checked __asan_mem* (the prefix keeps
+# them apart from the C library's names).
 ASAN_FLAGS := -fsanitize=kernel-address -mllvm -asan-instrument-address-spaces=1 \
 	-mllvm -asan-shadow-addr-space=1 -mllvm -asan-kernel=1 -mllvm -asan-stack=0 \
 	-mllvm -asan-globals=0 -mllvm -asan-constructor-kind=none \
-	-mllvm -asan-destructor-kind=none -DLIBARENA_ASAN=1
+	-mllvm -asan-destructor-kind=none -mllvm -asan-kernel-mem-intrinsic-prefix=1 \
+	-DLIBARENA_ASAN=1
 ASAN_CFLAGS := $(BPF_CFLAGS) $(ASAN_FLAGS)
 
 USER_CFLAGS := -g -O2 -I$(LIBARENA_DIR)/include -I$(LIBBPF_INCLUDE) $(EXTRA_USER_CFLAGS)
@@ -107,10 +111,16 @@ ASAN_TOO_OLD := libarena: the ASAN variant needs clang $(ASAN_MIN_CLANG) or newe
 ASAN_TARGET := $(if $(wildcard $(LIBARENA_DIR)/src/asan.bpf.c),$(if \
 	$(ASAN_CLANG_OK),asan-lib,asan-skip))
 
+# The sanitizer build of the selftests and the benchmark: same sources, ASAN_CFLAGS,
+# linked with libarena_asan.bpf.o, under $(OUTPUT)/asan/.
+ASAN_TEST_OBJS := $(TEST_NAMES:%=$(OUTPUT)/asan/tests/%.bpf.o)
+ASAN_BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/asan/bench/%.bpf.o, \
+	$(BENCH_SRCS))
+
 all: lib $(ASAN_TARGET) tests runner examples bench
 bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench
 lib: $(LIB_OBJ) $(USER_LIB)
-asan-lib: $(ASAN_LIB_OBJ)
+asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS)
 asan-skip:
 	@echo "$(ASAN_TOO_OLD): not built" >&2
 tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(USER_TEST)
@@ -178,6 +188,21 @@ $(OUTPUT)/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
 
 $(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(OUTPUT)/asan/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
+	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
+
+$(OUTPUT)/asan/tests/%.bpf.o: $(OUTPUT)/asan/tests/obj/%.bpf.o $(ASAN_LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(OUTPUT)/asan/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/asan/bench/%.bpf.o: $(OUTPUT)/asan/bench/obj/%.bpf.o $(ASAN_LIB_OBJ)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
 # Objects the verifier must reject: each shows what a user sees when that happens.

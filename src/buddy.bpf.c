@@ -6,6 +6,12 @@
  */
 #include <libarena/buddy.h>
 
+#ifdef LIBARENA_ASAN
+/* Free blocks hold the allocator's links: its own accesses are not checked. */
+#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
+			     apply_to = function)
+#endif
+
 #define LOCK_SPINS		(1 << 20)
 #define CLAIM_TRIES		8
 #define RUN_MAX_PAGES		(64u << 8)	/* 64 MiB */
@@ -272,6 +278,9 @@ static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
 	slot &= BUDDY_NR_SLOTS - 1;
 	bpf_arena_free_pages(&arena, (void __arena *)chunk_addr(slot), BUDDY_CHUNK_PAGES);
 	bpf_arena_free_pages(&arena, (void __arena *)meta_addr(slot), BUDDY_META_PAGES);
+#ifdef LIBARENA_ASAN
+	asan_poison((void __arena *)chunk_addr(slot), ASAN_RELEASED, BUDDY_CHUNK_SIZE);
+#endif
 	release_slot(slot);
 	atomic_add(&b->stats.chunks_returned, 1);
 	atomic_add(&b->stats.pages_returned, BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
@@ -313,6 +322,13 @@ static __noinline int add_chunk(struct buddy __arena *b)
 		meta = bpf_arena_alloc_pages(&arena, (void __arena *)meta_addr(slot),
 					     BUDDY_META_PAGES, NUMA_NO_NODE, 0);
 		if (data && meta) {
+#ifdef LIBARENA_ASAN
+			/* Before the block is on a list: nobody may have it yet. */
+			asan_shadow_map((u64)data - (slot ? ASAN_GRANULE : 0),
+					BUDDY_CHUNK_SIZE + (slot ? ASAN_GRANULE : 0),
+					ASAN_UNALLOCATED);
+			asan_poison(data, ASAN_UNALLOCATED, BUDDY_CHUNK_SIZE);
+#endif
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
 			if (buddy_lock(b))
 				goto undo;
@@ -373,6 +389,12 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	b->stats.bytes_requested += size;
 	b->stats.allocs++;
 	buddy_unlock(b);
+#ifdef LIBARENA_ASAN
+	/* The header page is a redzone before the run, the slack of its last page after. */
+	asan_shadow_map(addr, (u64)pages * 4096, 0);
+	asan_poison(run, ASAN_REDZONE, 4096);
+	asan_alloc_hook(addr + 4096, size, (u64)(pages - 1) * 4096);
+#endif
 	return addr + 4096;
 }
 
@@ -397,6 +419,9 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 		b->runs = run->next;
 	if (run->next)
 		((struct buddy_run __arena *)run->next)->prev = run->prev;
+#ifdef LIBARENA_ASAN
+	asan_poison(run, ASAN_RELEASED, (u64)pages * 4096);
+#endif
 	run->magic = 0;
 	b->stats.runs_in_use--;
 	b->stats.run_pages_in_use -= pages;
@@ -526,6 +551,10 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		}
 		addr = alloc_locked(b, order, size);
 		buddy_unlock(b);
+#ifdef LIBARENA_ASAN
+		if (addr)
+			asan_alloc_hook(addr, size, (u64)BUDDY_MIN_SIZE << order);
+#endif
 		if (addr)
 			return addr;
 		if (!may_sleep)
@@ -575,12 +604,22 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 		if (bad == -ETIMEDOUT) {
 			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		} else if (bad) {
+#ifdef LIBARENA_ASAN
+			asan_free_report(addr, ASAN_INVALID_FREE, 2);
+#endif
 			atomic_add(&b->stats.bad_calls, 1);
 			arena_stderr("%s: %llx was not allocated by %llx "
 				     "(foreign pointer or double free)", who, addr, (u64)b);
 		}
 		return bad ? bad : 0;
 	}
+#ifdef LIBARENA_ASAN
+	/* Poisoned while the block is still ours: once free, anyone may reuse it. */
+	if (!(addr & (BUDDY_MIN_SIZE - 1)) &&
+	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] == (u64)b &&
+	    (*meta_of(addr) & (BUDDY_META_USED | BUDDY_META_FREE)) == BUDDY_META_USED)
+		asan_free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
+#endif
 	if (buddy_lock(b)) {
 		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		return -ETIMEDOUT;
@@ -590,6 +629,11 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 		b->stats.bad_calls++;
 	buddy_unlock(b);
 
+#ifdef LIBARENA_ASAN
+	if (bad)
+		asan_free_report(addr, bad == BAD_DOUBLE_FREE ? ASAN_DOUBLE_FREE :
+				 ASAN_INVALID_FREE, 2);
+#endif
 	switch (bad) {
 	case 0:
 		break;
@@ -799,3 +843,33 @@ __weak int arena_alloc_reserve(struct arena_alloc_reserve_args *args)
 	args->addr = (u64)p;
 	return 0;
 }
+
+#ifdef LIBARENA_ASAN
+/*
+ * The block an address of the window falls in, for the sanitizer: its size << 32 | the
+ * arena offset of its start, bit 63 set when it is free; 0 outside any block.
+ */
+__weak u64 buddy_block_of(u64 addr)
+{
+	u64 chunk, start;
+	u32 slot, o;
+	u8 m;
+
+	if (!in_window(addr))
+		return 0;
+	slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1);
+	if (!buddy_registry.owner[slot])
+		return 0;
+	chunk = chunk_addr(slot);
+	for (o = zero; o < BUDDY_ORDERS && can_loop; o++) {
+		start = chunk + ((addr - chunk) & ~(((u64)BUDDY_MIN_SIZE << o) - 1));
+		m = *meta_of(start);
+		if ((m & (BUDDY_META_FREE | BUDDY_META_USED)) && (m & BUDDY_META_ORDER) == o)
+			return ((u64)BUDDY_MIN_SIZE << o << 32) | (u32)start |
+			       (m & BUDDY_META_FREE ? 1ull << 63 : 0);
+	}
+	return 0;
+}
+
+#pragma clang attribute pop
+#endif

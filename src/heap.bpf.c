@@ -11,6 +11,12 @@
  */
 #include <libarena/heap.h>
 
+#ifdef LIBARENA_ASAN
+/* Free objects hold the allocator's links: its own accesses are not checked. */
+#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
+			     apply_to = function)
+#endif
+
 #define SPAN_TRIES		8	/* slots to try when the kernel has a page there */
 #define PUSH_TRIES		4096	/* compare-and-swap rounds before a push gives up */
 #define SLOW_ROUNDS		4
@@ -372,6 +378,10 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 		h->reserve_nr[kind]--;
 	if (h->reserve_nr[kind] * 2 < heap_target(h, kind))
 		WRITE_ONCE(g->want, 1);
+#ifdef LIBARENA_ASAN
+	/* Whatever a former class left in the shadow: none of it is allocated now. */
+	asan_poison_inline(span_addr(s - 1), HEAP_SPAN_SIZE, ASAN_UNALLOCATED);
+#endif
 	sp->cls = cls;
 	sp->size = class_size(cls);
 	sp->capacity = (kind ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN) / sp->size;
@@ -480,7 +490,17 @@ static __always_inline u64 malloc_large(u64 size)
 			     "(run arena_heap_refill)", size);
 		return 0;
 	}
+#ifdef LIBARENA_ASAN
+	/* A redzone after the block, unless that would need more than the largest block. */
+	u64 asz = size + ASAN_REDZONE_SIZE <= BUDDY_MAX_SIZE ? size + ASAN_REDZONE_SIZE : size;
+
+	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), asz);
+	if (addr)
+		asan_alloc_hook(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
+					    1ull << arena_fls(asz - 1));
+#else
 	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), size);
+#endif
 	if (addr)
 		atomic_add(&g->large_allocs, 1);
 	else
@@ -492,7 +512,7 @@ __weak u64 arena_malloc_addr(u64 size)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h;
-	u64 addr = 0;
+	u64 addr = 0, asz = size;
 	u32 cls;
 
 	arena_subprog_init();
@@ -500,9 +520,13 @@ __weak u64 arena_malloc_addr(u64 size)
 		arena_stderr("arena_malloc: size 0");
 		return 0;
 	}
-	if (size > HEAP_MEDIUM_MAX)
+#ifdef LIBARENA_ASAN
+	/* At least a redzone of slack after every object: p[size] is always poisoned. */
+	asz = size + ASAN_REDZONE_SIZE;
+#endif
+	if (asz > HEAP_MEDIUM_MAX)
 		return malloc_large(size);
-	cls = class_of(size);
+	cls = class_of(asz);
 	bpf_preempt_disable();
 	h = heap_enter();
 	if (h) {
@@ -521,6 +545,10 @@ __weak u64 arena_malloc_addr(u64 size)
 	}
 	if (!addr)
 		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
+#ifdef LIBARENA_ASAN
+	else
+		asan_alloc_hook(addr, size, class_size(cls));
+#endif
 	return addr;
 }
 
@@ -563,7 +591,7 @@ static __always_inline const char *bad_free(u32 s, struct arena_heap_span __aren
 	return NULL;
 }
 
-__weak int arena_free(void __arena *ptr __arg_arena)
+static __always_inline int heap_free(void __arena *ptr)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp;
@@ -612,6 +640,83 @@ __weak int arena_free(void __arena *ptr __arg_arena)
 	return err;
 }
 
+#ifdef LIBARENA_ASAN
+/* The quarantine's free: the block was checked and poisoned when it came in. */
+__weak int arena_free_now(void __arena *ptr __arg_arena)
+{
+	return heap_free(ptr);
+}
+
+/*
+ * Check and poison the block, then park it in the quarantine; the block that leaves the
+ * quarantine is freed for real. Double and invalid frees are reported (and logged).
+ */
+__weak int arena_free(void __arena *ptr __arg_arena)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	u64 obj = (u64)ptr, slot, b;
+	int kind = 0;
+	u32 s;
+
+	if (!ptr)
+		return 0;
+	if (in_heap_window(obj)) {
+		s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+		sp = span_desc(s);
+		if (bad_free(s, sp, obj))
+			kind = sp->size && ((u64 __arena *)obj)[1] == (FREE_TAG ^ (u32)obj) ?
+			       ASAN_DOUBLE_FREE : ASAN_INVALID_FREE;
+		slot = sp->size;
+	} else {
+		b = arena_buddy_is_ready() ? buddy_block_of(obj) : 0;
+		if (!b || (u32)b != (u32)obj)
+			kind = ASAN_INVALID_FREE;
+		else if (b >> 63)
+			kind = ASAN_DOUBLE_FREE;
+		slot = (b >> 32) & 0xffffffffull;
+	}
+	if (!kind && asan_shadow_of(obj) == ASAN_FREED)
+		kind = ASAN_DOUBLE_FREE;
+	if (kind) {
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx %s", obj, kind == ASAN_DOUBLE_FREE ?
+			     "is already free (double free)" : "was not allocated by arena_malloc");
+		asan_free_report(obj, kind, 2);
+		return -EINVAL;
+	}
+	asan_free_hook(obj, slot);
+	obj = asan_quarantine_push(obj, slot);
+	if (obj)
+		heap_free((void __arena *)obj);
+	return 0;
+}
+
+/* The slot an address falls in (see asan.h), for the sanitizer's reports. */
+__weak u64 arena_heap_block_of(u64 addr)
+{
+	struct arena_heap_span __arena *sp;
+	u32 s, rel, size;
+
+	if (!in_heap_window(addr))
+		return 0;
+	s = ((u32)addr - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+	sp = span_desc(s);
+	size = sp->size;
+	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !size)
+		return 0;
+	rel = (u32)addr - HEAP_WINDOW_START - (s << HEAP_SPAN_SHIFT);
+	if (rel / size >= sp->capacity)
+		return 0;
+	return ((u64)size << 32) | ((u32)addr - rel % size);
+}
+#else
+__weak int arena_free(void __arena *ptr __arg_arena)
+{
+	return heap_free(ptr);
+}
+#endif
+
 __weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
 {
 	u64 __arena *w = ptr;
@@ -620,6 +725,9 @@ __weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
 
 	if (!ptr)
 		return -EINVAL;
+#ifdef LIBARENA_ASAN
+	asan_check_range((u64)ptr, n, 1);
+#endif
 	word |= word << 8;
 	word |= word << 16;
 	word |= word << 32;
@@ -795,6 +903,12 @@ static __noinline int span_new(u32 kind)
 		}
 		atomic_add(&g->spans_mapped, 1);
 		atomic_add(&g->pages_mapped, pages);
+#ifdef LIBARENA_ASAN
+		/* And the granule before it, so p[-1] of its first object is caught. */
+		asan_shadow_map(span_addr(s) - (s ? ASAN_GRANULE : 0),
+				HEAP_SPAN_SIZE + (s ? ASAN_GRANULE : 0), ASAN_UNALLOCATED);
+		asan_poison((void __arena *)span_addr(s), ASAN_UNALLOCATED, HEAP_SPAN_SIZE);
+#endif
 		return s;
 	}
 	return -ENOMEM;
@@ -819,6 +933,9 @@ static __noinline int release_spans(void)
 		sp->magic = 0;
 		sp->state = 0;
 		bpf_arena_free_pages(&arena, (void __arena *)span_addr(s - 1), pages);
+#ifdef LIBARENA_ASAN
+		asan_poison((void __arena *)span_addr(s - 1), ASAN_RELEASED, HEAP_SPAN_SIZE);
+#endif
 		heap_clear_bit(g->claimed, s - 1);
 		atomic_add(&g->spans_mapped, -1);
 		atomic_add(&g->pages_mapped, -(s64)pages);
@@ -1048,4 +1165,8 @@ __weak int arena_heap_collect(void *ctx)
 {
 	return arena_heap_collect_cpu();
 }
+#endif
+
+#ifdef LIBARENA_ASAN
+#pragma clang attribute pop
 #endif

@@ -7,7 +7,9 @@
  *
  *   -f PATTERN  run only tests whose name (or object:name) matches the glob; repeatable;
  *               also taken from $LIBARENA_TEST_FILTER (comma separated)
- *   -a          the objects are the sanitizer build: run asan_test_* too
+ *   -a          the objects are the sanitizer build: run asan_test_* too, print every
+ *               sanitizer report into the test's log, fail a test_* that made one and
+ *               an asan_test_* whose reports lack what it expects (asan-expect: lines)
  *   -x TEXT     the objects must FAIL to load, with TEXT in the verifier log
  *   -v          show every test's log lines, not only a failing test's
  *   -s SEED     seed handed to the tests (default: time)
@@ -42,6 +44,7 @@ static struct {
 	unsigned int seed;
 	int nr_cpus;
 	int passed, failed, skipped;
+	int seeded, seeded_caught, asan_reports;
 } opt;
 
 /* libbpf's messages for the object being loaded: shown when something goes wrong. */
@@ -94,6 +97,11 @@ static bool selected(const char *obj, const char *name)
 		    strstr(name, opt.filters[i]))
 			return true;
 	return false;
+}
+
+static bool has_prefix(const char *s, const char *p)
+{
+	return !strncmp(s, p, strlen(p));
 }
 
 /* The log lines a test wrote, kept until we know whether it passed. */
@@ -183,8 +191,68 @@ static int run_one(struct bpf_program *prog, int thread, int nr_threads, int *re
 	return 0;
 }
 
-static void run_single(const char *obj, struct bpf_program *prog, struct arena_log *ring)
+/*
+ * The sanitizer build: print the reports a test made into its log and judge them. An
+ * asan_test_* names the reports it expects with log lines "asan-expect: TEXT" (each TEXT
+ * must be in some report) or "asan-expect: none"; any other test must make no report
+ * of a bad access (its deliberate bad frees are errors it checks itself). A test may
+ * also log "asan-seeded: caught N of M", which the runner adds up.
+ */
+static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_log *tl,
+		      bool asan_test, char *why, size_t whylen)
 {
+	char *reports = NULL, *line, *save = NULL, *copy;
+	size_t len = 0;
+	FILE *f = open_memstream(&reports, &len);
+	int n, expects = 0, bad = 0, caught, seeded;
+
+	n = libarena_asan_print(o, st, f);
+	fclose(f);
+	fputs(reports ? reports : "", tl->f);
+	fflush(tl->f);
+	copy = strdup(tl->buf ? tl->buf : "");
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *e = strstr(line, "asan-expect: ");
+
+		if (sscanf(line, "%*[^a]asan-seeded: caught %d of %d", &caught, &seeded) == 2 ||
+		    sscanf(line, "asan-seeded: caught %d of %d", &caught, &seeded) == 2) {
+			opt.seeded_caught += caught;
+			opt.seeded += seeded;
+		}
+		if (!e)
+			continue;
+		e += strlen("asan-expect: ");
+		expects++;
+		if (!strcmp(e, "none")) {
+			if (n > 0 && !bad) {
+				snprintf(why, whylen, "a sanitizer report, none expected");
+				bad = 1;
+			}
+		} else if (!strstr(reports ? reports : "", e) && !bad) {
+			snprintf(why, whylen, "no sanitizer report says \"%s\"", e);
+			bad = 1;
+		}
+	}
+	free(copy);
+	if (!bad && asan_test && !expects) {
+		snprintf(why, whylen, "names no expected report (asan-expect: TEXT or none)");
+		bad = 1;
+	}
+	if (!bad && !asan_test && reports &&
+	    (strstr(reports, "out-of-bounds") || strstr(reports, "use-after-free") ||
+	     strstr(reports, "wild access"))) {
+		snprintf(why, whylen, "the sanitizer reported a bad access");
+		bad = 1;
+	}
+	opt.asan_reports += n > 0 ? n : 0;
+	free(reports);
+	return bad ? -1 : 0;
+}
+
+static void run_single(const char *obj, struct bpf_object *o, struct bpf_program *prog,
+		       struct arena_log *ring, struct asan_state *st)
+{
+	const char *name = bpf_program__name(prog);
 	struct test_log tl;
 	char why[256] = "";
 	double t0 = now_ms();
@@ -192,7 +260,15 @@ static void run_single(const char *obj, struct bpf_program *prog, struct arena_l
 
 	log_begin(&tl);
 	res = run_one(prog, 0, 1, &ret, why, sizeof(why)) ? -1 : 0;
-	report(obj, bpf_program__name(prog), res, why, now_ms() - t0);
+	if (st) {
+		if (ring)
+			libarena_log_print(ring, tl.f, tl.f);
+		if (asan_judge(o, st, &tl, has_prefix(name, "asan_test_"),
+			       res ? why + strlen(why) : why,
+			       res ? 0 : sizeof(why)) && !res)
+			res = -1;
+	}
+	report(obj, name, res, why, now_ms() - t0);
 	log_end(&tl, ring, res < 0 || opt.verbose);
 }
 
@@ -227,7 +303,7 @@ static struct bpf_program *find_prog(struct bpf_object *o, const char *base, con
 
 /* parallel_test_NAME: __enabled?, __init?, __0..__N at once, __fini? */
 static void run_parallel(const char *obj, struct bpf_object *o, const char *base,
-			 struct arena_log *ring)
+			 struct arena_log *ring, struct asan_state *st)
 {
 	struct thread_arg args[MAX_THREADS];
 	pthread_t tids[MAX_THREADS];
@@ -302,6 +378,13 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 		}
 	}
 out:
+	if (st) {
+		if (ring)
+			libarena_log_print(ring, tl.f, tl.f);
+		if (asan_judge(o, st, &tl, false, res ? why + strlen(why) : why,
+			       res ? 0 : sizeof(why)) && !res)
+			res = -1;
+	}
 	report(obj, base, res, why, now_ms() - t0);
 	log_end(&tl, ring, res < 0 || opt.verbose);
 }
@@ -330,11 +413,6 @@ static void print_msgs(const char *msgs)
 		if (tail[-1] == '\n' && ++n > TAIL)
 			break;
 	printf("%s", tail);
-}
-
-static bool has_prefix(const char *s, const char *p)
-{
-	return !strncmp(s, p, strlen(p));
 }
 
 static void run_object(const char *path)
@@ -383,6 +461,16 @@ static void run_object(const char *path)
 			fprintf(stderr, "runner: %s: no log ring: %s\n", obj, strerror(errno));
 	}
 
+	struct asan_state *st = NULL;
+
+	if (opt.asan && bpf_object__find_program_by_name(o, "asan_init")) {
+		st = libarena_asan_init(o, NULL);
+		if (!st) {
+			snprintf(why, sizeof(why), "asan_init: %s", strerror(errno));
+			report(obj, "asan_init", -1, why, 0);
+		}
+	}
+
 	/*
 	 * Objects with the fast allocator get their heaps before any test allocates, with
 	 * reserves for tests that build big structures from syscall programs.
@@ -407,12 +495,12 @@ static void run_object(const char *path)
 
 		if (has_prefix(name, "test_")) {
 			if (selected(obj, name))
-				run_single(obj, prog, ring);
+				run_single(obj, o, prog, ring, st);
 		} else if (has_prefix(name, "asan_test_")) {
 			if (!selected(obj, name))
 				continue;
 			if (opt.asan)
-				run_single(obj, prog, ring);
+				run_single(obj, o, prog, ring, st);
 			else
 				report(obj, name, 1, "needs the sanitizer build", 0);
 		} else if (has_prefix(name, "parallel_test_") && len > 3 &&
@@ -421,7 +509,7 @@ static void run_object(const char *path)
 
 			snprintf(base, sizeof(base), "%.*s", (int)len - 3, name);
 			if (selected(obj, base))
-				run_parallel(obj, o, base, ring);
+				run_parallel(obj, o, base, ring, st);
 		}
 	}
 	/* An object that holds no test proves nothing: say so, unless a filter chose none. */
@@ -479,6 +567,9 @@ int main(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		run_object(argv[i]);
 
+	if (opt.asan)
+		printf("asan: %d reports; seeded bugs caught: %d of %d\n", opt.asan_reports,
+		       opt.seeded_caught, opt.seeded);
 	printf("%d passed, %d failed", opt.passed, opt.failed);
 	if (opt.skipped)
 		printf(", %d skipped", opt.skipped);

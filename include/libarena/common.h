@@ -332,5 +332,6 @@ struct arena_get_info_args {
 #include <libarena/buddy.h>
 #include <libarena/heap.h>
 #include <libarena/bitmap.h>
+#include <libarena/asan.h>
 
 #endif /* __LIBARENA_COMMON_H */

@@ -14,6 +14,8 @@
  *   libarena_heap(obj)                   the fast allocator's global state, mapped here
  *   libarena_heap_totals(g, &stats)      its per-heap statistics summed
  *   libarena_heap_stats_print(g, out)    and printed
+ *   libarena_asan_init(obj, args)        sanitizer build: options, the report state
+ *   libarena_asan_print(obj, st, out)    print the sanitizer's new reports
  *
  * Errors are negative errno values; nothing here prints unless asked to.
  */
@@ -94,5 +96,29 @@ int libarena_heap_totals(const struct arena_heap_global *g, struct arena_heap_st
 
 /* Print the allocator's state and summed statistics. */
 int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out);
+
+/*
+ * The sanitizer build (libarena_asan.bpf.o). Run the object's asan_init program with
+ * args (NULL: defaults; report_first, quarantine) and return its report state, read in
+ * place, or NULL (errno set; ENOENT: not the sanitizer build).
+ */
+struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_args *args);
+
+/*
+ * Print the reports made since the last call, each as a line naming the kind, the
+ * access, the address and its block, then a line naming the program, the function and
+ * the source line (from the loaded programs' jited line info). Returns how many were
+ * printed (reports beyond the ASAN_MAX_REPORTS kept are counted in a line of their own).
+ */
+int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out);
+
+/* Format one report's first line into buf (what libarena_asan_print prints first). */
+int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len);
+
+/*
+ * Where a JIT-ed address lies: "PROG:FUNC+0xOFF (FILE:LINE)" into buf, from the object's
+ * loaded programs. 0, or -ENOENT when no program of obj holds it.
+ */
+int libarena_asan_where(struct bpf_object *obj, u64 ip, char *buf, size_t len);
 
 #endif /* __LIBARENA_USERSPACE_H */

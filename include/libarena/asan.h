@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libarena address sanitizer: catches out-of-bounds accesses, uses after free, double and
+ * invalid frees of arena memory in the sanitizer build (libarena_asan.bpf.o, programs
+ * compiled with `make print-asan-cflags`, clang 22 or newer).
+ *
+ * The compiler checks every access to address space 1 (__arena) against a shadow byte
+ * per 8-byte granule, kept in the arena itself at ASAN_SHADOW_START:
+ *
+ *   0                  all 8 bytes valid
+ *   1 .. 7             the first n bytes valid (the end of a block)
+ *   ASAN_REDZONE       slack after a block's requested size (out of bounds)
+ *   ASAN_FREED         a freed block (use after free), waiting in the quarantine or free
+ *   ASAN_UNALLOCATED   memory an allocator manages but never handed out (wild access)
+ *   ASAN_RELEASED      memory an allocator gave back to the kernel (wild access)
+ *
+ * Shadow exists only for memory the allocators manage (heap spans, buddy chunks and page
+ * runs), mapped when they map it. Elsewhere (arena globals, pages a program maps itself)
+ * the shadow reads 0, valid, and nothing is checked.
+ *
+ * The allocators cooperate: fresh memory is ASAN_UNALLOCATED; arena_malloc(n) and
+ * buddy_alloc(b, n) make exactly n bytes valid and keep at least ASAN_REDZONE_SIZE bytes
+ * of poisoned slack after them (so p[n] is caught for every n, up to the largest block);
+ * arena_free() poisons the block and parks it in a quarantine of ASAN_QUARANTINE_DEFAULT
+ * blocks before it is really freed, so a late use is still caught; a double free and a
+ * free of a pointer no allocator handed out are reported as such.
+ *
+ *   asan_init                SEC("syscall"), struct asan_init_args: options; user space
+ *                            runs it once (libarena_asan_init())
+ *   asan_poison(p, code, n)  mark n bytes from p (8-byte aligned) with a poison code
+ *   asan_unpoison(p, n)      make n bytes from p (8-byte aligned) valid, the rest of the
+ *                            last granule poisoned
+ *   asan_shadow_set(p)       true when the granule of p is poisoned (wholly or partly)
+ *   asan_shadow_map(p, n, fill)  sleepable: map the shadow of n bytes from p; fresh
+ *                            shadow pages are filled with fill
+ *   asan_quarantine_flush()  free every block in the quarantine now
+ *   asan_violated            nonzero once a report was made: the last bad address
+ *
+ * A report never stops the program: the access goes ahead. Reports are written into the
+ * arena (struct asan_state) and printed by user space (libarena_asan_print()) with the
+ * kind, the access, the block, the program and the source line.
+ */
+#ifndef __LIBARENA_ASAN_H
+#define __LIBARENA_ASAN_H
+
+#include <libarena/common.h>
+
+#define ASAN_SHADOW_SHIFT	3
+#define ASAN_GRANULE		(1u << ASAN_SHADOW_SHIFT)
+/* Arena offset of the shadow: offset x has its shadow byte at START + x / 8. */
+#define ASAN_SHADOW_START	0xe0000000u
+
+#define ASAN_REDZONE		((s8)0xfb)
+#define ASAN_FREED		((s8)0xfd)
+#define ASAN_UNALLOCATED	((s8)0xfa)
+#define ASAN_RELEASED		((s8)0xfe)
+
+/* Slack an allocation keeps after its requested size in the sanitizer build. */
+#define ASAN_REDZONE_SIZE	16
+
+#define ASAN_QUARANTINE_MAX	1024	/* blocks the quarantine can hold */
+#define ASAN_QUARANTINE_DEFAULT	256
+#define ASAN_QUARANTINE_LARGE	4	/* of them blocks beyond HEAP_MEDIUM_MAX, apart */
+#define ASAN_MAX_REPORTS	32	/* the latest reports kept for user space */
+#define ASAN_STATE_MAGIC	0x4173616eu
+
+/* Report kinds. */
+enum asan_kind {
+	ASAN_OUT_OF_BOUNDS = 1,
+	ASAN_USE_AFTER_FREE,
+	ASAN_DOUBLE_FREE,
+	ASAN_INVALID_FREE,
+	ASAN_WILD_ACCESS,
+};
+
+#define ASAN_F_WRITE		1	/* the access wrote */
+#define ASAN_F_BEFORE		2	/* the address lies before the block's start */
+#define ASAN_F_FREED		4	/* the block is free */
+#define ASAN_F_BLOCK		8	/* block, block_size, slot_size are known */
+
+struct asan_report {
+	u64 seq;		/* 1 + its number since asan_init; 0 while being written */
+	u64 addr;		/* first bad byte (or the pointer freed) */
+	u64 ip;			/* JIT-ed return address into the code that did it, or 0 */
+	u64 block;		/* start of the block the address belongs to */
+	u32 block_size;		/* its requested size (freed blocks: the size it had) */
+	u32 slot_size;		/* the memory the allocator holds for it */
+	u32 size;		/* bytes accessed */
+	u32 cpu;
+	u8 kind;		/* enum asan_kind */
+	u8 flags;		/* ASAN_F_* */
+	s8 shadow;		/* shadow byte of addr */
+	u8 pad[5];
+	u64 access;		/* the access's first byte (addr may be past it) */
+};
+
+struct asan_state {
+	u32 magic;
+	u32 report_first;	/* only the first report is made */
+	u64 nr_reports;		/* made since asan_init */
+	u64 printed;		/* user space: reports printed so far */
+	u64 false_alarms;	/* compiler checks the exact check cleared (unaligned) */
+	u32 quarantine_len;	/* blocks held before reuse, <= ASAN_QUARANTINE_MAX */
+	u32 pad;
+	u64 quarantine_head;
+	u64 quarantine_large_head;
+	u64 shadow_pages;	/* shadow pages mapped */
+	struct asan_report reports[ASAN_MAX_REPORTS];	/* report n at n % MAX */
+};
+
+struct asan_init_args {
+	u64 arena_all_pages;	/* in: ignored (the upstream API's; shadow is mapped lazily) */
+	u64 arena_globals_pages;	/* in: ignored */
+	u32 report_first;	/* in: make only the first report */
+	u32 quarantine;		/* in: blocks held before reuse; 0: default; ~0u: none */
+	u64 state;		/* out: user address of struct asan_state */
+};
+
+#ifdef __BPF__
+/* Set by the runtime on every report: the last bad address (0: no report yet). */
+volatile u64 asan_violated __weak;
+
+#ifdef LIBARENA_ASAN
+#define __noasan __attribute__((no_sanitize("kernel-address")))
+
+int asan_poison(void __arena *addr __arg_arena, s8 val, u64 size);
+int asan_unpoison(void __arena *addr __arg_arena, u64 size);
+bool asan_shadow_set(void __arena *addr __arg_arena);
+int asan_shadow_map(u64 addr, u64 size, s8 fill);
+int asan_quarantine_flush(void);
+u64 asan_state_addr(void);
+
+/* Allocator hooks (the library's allocators call them; see src/asan.bpf.c). */
+int asan_alloc_hook(u64 addr, u64 size, u64 slot);
+int asan_free_hook(u64 addr, u64 slot);
+int asan_free_report(u64 addr, int kind, int depth);
+u64 asan_quarantine_push(u64 addr, u64 size);
+int asan_check_range(u64 addr, u64 size, int write);
+
+/*
+ * What the allocators tell the runtime: the block (slot) an address falls in, as
+ * slot size << 32 | arena offset of its start, or 0; and a free that skips the
+ * quarantine (the quarantine's own).
+ */
+u64 arena_heap_block_of(u64 addr);
+u64 buddy_block_of(u64 addr);
+int arena_free_now(void __arena *ptr __arg_arena);
+
+/*
+ * What the compiler calls. The 6.12 linker wants BTF for every symbol an object takes
+ * from another, and the calls the compiler adds carry none: declare them here and name
+ * them in a function every object has (weak: one copy survives linking; never called).
+ */
+extern u64 __asan_shadow_memory_dynamic_address;
+#define __ASAN_DECLARE(size)							\
+	int __asan_report_load##size##_noabort(u64 addr);			\
+	int __asan_report_store##size##_noabort(u64 addr)
+__ASAN_DECLARE(1);
+__ASAN_DECLARE(2);
+__ASAN_DECLARE(4);
+__ASAN_DECLARE(8);
+__ASAN_DECLARE(16);
+int __asan_report_load_n_noabort(u64 addr, u64 size);
+int __asan_report_store_n_noabort(u64 addr, u64 size);
+u64 __asan_memset(u64 dst, int c, u64 n);
+u64 __asan_memcpy(u64 dst, u64 src, u64 n);
+u64 __asan_memmove(u64 dst, u64 src, u64 n);
+
+__weak __noasan int __asan_btf_anchor(void)
+{
+#define __ASAN_NAME(size)							\
+	__asan_report_load##size##_noabort(0) + __asan_report_store##size##_noabort(0)
+	return __ASAN_NAME(1) + __ASAN_NAME(2) + __ASAN_NAME(4) + __ASAN_NAME(8) +
+	       __ASAN_NAME(16) + __asan_report_load_n_noabort(0, 0) +
+	       __asan_report_store_n_noabort(0, 0) + __asan_memset(0, 0, 0) +
+	       __asan_memcpy(0, 0, 0) + __asan_memmove(0, 0, 0) +
+	       (int)__asan_shadow_memory_dynamic_address;
+#undef __ASAN_NAME
+}
+
+/*
+ * Set the shadow of [addr, addr + size), addr 64-byte aligned, size a multiple of 64:
+ * inline, for allocator code that runs with preemption disabled (no global calls).
+ */
+static __always_inline void asan_poison_inline(u64 addr, u64 size, s8 val)
+{
+	u64 sp = (addr & ~0xffffffffull) + ASAN_SHADOW_START + ((u32)addr >> ASAN_SHADOW_SHIFT);
+	u64 word = (u8)val, i;
+
+	word |= word << 8;
+	word |= word << 16;
+	word |= word << 32;
+	for (i = zero; i < size / 64 && can_loop; i++)
+		*(u64 __arena *)(sp + i * 8) = word;
+}
+
+/* The shadow byte of an address, read without a check. */
+static __always_inline s8 asan_shadow_of(u64 addr)
+{
+	return *(s8 __arena *)((addr & ~0xffffffffull) + ASAN_SHADOW_START +
+			       ((u32)addr >> ASAN_SHADOW_SHIFT));
+}
+#else
+#define __noasan
+#endif /* LIBARENA_ASAN */
+#endif /* __BPF__ */
+
+#endif /* __LIBARENA_ASAN_H */

@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The sanitizer: seeded bugs of every kind, each checked twice, by the test itself (the
+ * report it reads back from the arena has the right kind, address and access) and by the
+ * runner (the report text it prints has what the test's "asan-expect:" lines say). Each
+ * test logs "asan-seeded: caught N of M". In the plain build these tests are skipped.
+ */
+#include <libarena/common.h>
+#include <libarena/test.h>
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+#ifdef LIBARENA_ASAN
+
+#define MAX_SIZE	1024
+#define NR_LATER	64
+
+u64 __arena_global later[NR_LATER];
+
+static __always_inline struct asan_state __arena *state(void)
+{
+	return (struct asan_state __arena *)asan_state_addr();
+}
+
+static __always_inline u64 reports(void)
+{
+	return READ_ONCE(state()->nr_reports);
+}
+
+/*
+ * One access of width bytes at addr, instrumented like any user code. Global: the report
+ * names this function, and the line below is what the source location must say.
+ */
+__weak int touch(u64 addr, u32 width, u32 write)
+{
+	u64 v = 0;
+
+	if (write) {
+		switch (width) {
+		case 1: *(volatile u8 __arena *)addr = 0x5a; break;
+		case 2: *(volatile u16 __arena *)addr = 0x5a5a; break;
+		case 4: *(volatile u32 __arena *)addr = 0x5a5a5a5a; break;
+		default: *(volatile u64 __arena *)addr = 0x5a5a5a5a5a5a5a5aull; break;
+		}
+		return 0;
+	}
+	switch (width) {
+	case 1: v = *(volatile u8 __arena *)addr; break;
+	case 2: v = *(volatile u16 __arena *)addr; break;
+	case 4: v = *(volatile u32 __arena *)addr; break;
+	default: v = *(volatile u64 __arena *)addr; break;
+	}
+	return v == 0x1234567890abcdefull;
+}
+
+/* The line number of touch()'s one-byte write, for the source location check. */
+#define TOUCH_WRITE1_LINE	40
+
+/*
+ * Did the last access make exactly one report, of this kind, at bad, of this direction?
+ * 1 if so. Reads the report back from the arena.
+ */
+__weak int caught(u64 before, u64 bad, u32 kind, u32 write)
+{
+	struct asan_state __arena *st = state();
+	struct asan_report __arena *r;
+	u64 n = READ_ONCE(st->nr_reports);
+
+	if (n != before + 1) {
+		arena_stderr("caught: %llu reports, expected 1 (kind %u at %llx)", n - before,
+			     kind, bad);
+		return 0;
+	}
+	r = &st->reports[(n - 1) % ASAN_MAX_REPORTS];
+	if (r->kind != kind || r->addr != bad || !!(r->flags & ASAN_F_WRITE) != !!write) {
+		arena_stderr("caught: kind %u at %llx write %u, expected kind %u at %llx write %u",
+			     r->kind, r->addr, r->flags & ASAN_F_WRITE, kind, bad, write);
+		return 0;
+	}
+	return 1;
+}
+
+/* Out of bounds around one allocation of size: after the end (read, write), before. */
+__weak int oob_one(u32 size)
+{
+	u64 p = (u64)arena_malloc(size), n;
+	int hits = 0;
+
+	if (!p)
+		return -ENOMEM;
+	n = reports();
+	touch(p + size, 1, 0);
+	hits += caught(n, p + size, ASAN_OUT_OF_BOUNDS, 0);
+	n = reports();
+	touch(p + size, 1, 1);
+	hits += caught(n, p + size, ASAN_OUT_OF_BOUNDS, 1);
+	n = reports();
+	touch(p - 1, 1, 0);
+	hits += caught(n, p - 1, ASAN_OUT_OF_BOUNDS, 0);
+	/* The last in-bounds byte is fine. */
+	n = reports();
+	touch(p + size - 1, 1, 1);
+	if (reports() != n)
+		hits = -100;
+	arena_free((void __arena *)p);
+	return hits;
+}
+
+SEC("syscall")
+int asan_test_oob_every_size(struct arena_test_ctx *ctx)
+{
+	int caught_n = 0, seeded = 0, r;
+	u32 size;
+
+	for (size = zero + 1; size <= MAX_SIZE && can_loop; size++) {
+		r = oob_one(size);
+		ARENA_ASSERT(r >= 0);
+		caught_n += r;
+		seeded += 3;
+	}
+	ARENA_ASSERT_EQ(size, MAX_SIZE + 1);
+	arena_stdout("asan-seeded: caught %d of %d", caught_n, seeded);
+	arena_stdout("asan-expect: out-of-bounds write of 1 byte at");
+	arena_stdout("asan-expect: out of bounds by 1 byte past the end of the 1024-byte block");
+	arena_stdout("asan-expect: out of bounds by 1 byte before the 1024-byte block");
+	ARENA_ASSERT_EQ(caught_n, seeded);
+	return 0;
+}
+
+/* Odd sizes, through the heap's classes and into the buddy allocator's blocks. */
+static const u32 odd_sizes[] = { 7, 17, 317, 1000, 4097, 12345, 65521, 65536, 100000,
+				 262139, 524272 };
+
+SEC("syscall")
+int asan_test_oob_odd_sizes(struct arena_test_ctx *ctx)
+{
+	int caught_n = 0, seeded = 0, r;
+	u32 i;
+
+	for (i = zero; i < ARRAY_SIZE(odd_sizes) && can_loop; i++) {
+		r = oob_one(odd_sizes[i]);
+		ARENA_ASSERT(r >= 0);
+		caught_n += r;
+		seeded += 3;
+	}
+	arena_stdout("asan-seeded: caught %d of %d", caught_n, seeded);
+	arena_stdout("asan-expect: out of bounds by 1 byte past the end of the 317-byte block");
+	arena_stdout("asan-expect: out of bounds by 1 byte past the end of the 100000-byte block");
+	arena_stdout("asan-expect: out of bounds by 1 byte before the 524272-byte block");
+	ARENA_ASSERT_EQ(caught_n, seeded);
+	return 0;
+}
+
+/* Wider accesses that straddle the end: the report names the first bad byte. */
+SEC("syscall")
+int asan_test_oob_straddle(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(13), n;
+	int hits = 0;
+
+	ARENA_ASSERT(p);
+	n = reports();
+	touch(p + 8, 8, 0);		/* bytes 8..15 of 13: 13 is the first bad one */
+	hits += caught(n, p + 13, ASAN_OUT_OF_BOUNDS, 0);
+	n = reports();
+	touch(p + 12, 4, 1);		/* unaligned, straddles the end */
+	hits += caught(n, p + 13, ASAN_OUT_OF_BOUNDS, 1);
+	n = reports();
+	touch(p + 16, 2, 1);
+	hits += caught(n, p + 16, ASAN_OUT_OF_BOUNDS, 1);
+	arena_free((void __arena *)p);
+	arena_stdout("asan-seeded: caught %d of 3", hits);
+	arena_stdout("asan-expect: out-of-bounds read of 8 bytes at 0x%llx: out of bounds by "
+		     "1 byte past the end of the 13-byte block at 0x%llx", p + 8, p);
+	arena_stdout("asan-expect: out-of-bounds write of 2 bytes at 0x%llx: out of bounds by "
+		     "4 bytes past the end", p + 16);
+	ARENA_ASSERT_EQ(hits, 3);
+	return 0;
+}
+
+/* A freed block, read and written, at once and after other allocations of its size. */
+__weak int uaf_one(u32 size)
+{
+	u64 p = (u64)arena_malloc(size), n;
+	int hits = 0, i;
+
+	if (!p)
+		return -ENOMEM;
+	touch(p, 1, 1);
+	if (arena_free((void __arena *)p))
+		return -EINVAL;
+	n = reports();
+	touch(p, 1, 0);
+	hits += caught(n, p, ASAN_USE_AFTER_FREE, 0);
+	n = reports();
+	touch(p + size - 1, 1, 1);
+	hits += caught(n, p + size - 1, ASAN_USE_AFTER_FREE, 1);
+	/* Allocations of the same size come from elsewhere while p is quarantined. */
+	for (i = zero; i < (size > 8192 ? 4 : NR_LATER) && can_loop; i++)
+		later[i] = (u64)arena_malloc(size);
+	n = reports();
+	touch(p + (size & ~7u) / 2, size >= 8 ? 8 : 1, 0);
+	hits += caught(n, p + (size & ~7u) / 2, ASAN_USE_AFTER_FREE, 0);
+	for (i = zero; i < (size > 8192 ? 4 : NR_LATER) && can_loop; i++) {
+		if (later[i] == p)
+			hits = -100;
+		arena_free((void __arena *)later[i]);
+	}
+	return hits;
+}
+
+static const u32 uaf_sizes[] = { 1, 8, 16, 24, 33, 100, 128, 255, 512, 1000, 4096, 8000,
+				 20000, 65536, 70000, 300000 };
+
+SEC("syscall")
+int asan_test_use_after_free(struct arena_test_ctx *ctx)
+{
+	int caught_n = 0, seeded = 0, r;
+	u32 i;
+
+	for (i = zero; i < ARRAY_SIZE(uaf_sizes) && can_loop; i++) {
+		r = uaf_one(uaf_sizes[i]);
+		ARENA_ASSERT(r >= 0);
+		caught_n += r;
+		seeded += 3;
+	}
+	arena_stdout("asan-seeded: caught %d of %d", caught_n, seeded);
+	arena_stdout("asan-expect: use-after-free read of 1 byte at");
+	arena_stdout("asan-expect: bytes into the freed 300000-byte block");
+	arena_stdout("asan-expect: use-after-free write of 1 byte at");
+	ARENA_ASSERT_EQ(caught_n, seeded);
+	return 0;
+}
+
+/* Where: the program, the function and the source line of the bad access. */
+SEC("syscall")
+int asan_test_source_line(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(40), n;
+	int hit;
+
+	ARENA_ASSERT(p);
+	n = reports();
+	touch(p + 40, 1, 1);
+	hit = caught(n, p + 40, ASAN_OUT_OF_BOUNDS, 1);
+	ARENA_ASSERT(state()->reports[(reports() - 1) % ASAN_MAX_REPORTS].ip);
+	arena_free((void __arena *)p);
+	arena_stdout("asan-seeded: caught %d of 1", hit);
+	arena_stdout("asan-expect: by asan_test_source_line:touch+0x");
+	arena_stdout("asan-expect: (test_asan.bpf.c:%d)", TOUCH_WRITE1_LINE);
+	ARENA_ASSERT_EQ(hit, 1);
+	return 0;
+}
+
+__weak int double_free_one(u32 size)
+{
+	u64 p = (u64)arena_malloc(size), n;
+	int hits;
+
+	if (!p)
+		return -ENOMEM;
+	if (arena_free((void __arena *)p))
+		return -EINVAL;
+	n = reports();
+	if (arena_free((void __arena *)p) != -EINVAL)
+		return -EINVAL;
+	hits = caught(n, p, ASAN_DOUBLE_FREE, 0);
+	return hits;
+}
+
+SEC("syscall")
+int asan_test_double_free(struct arena_test_ctx *ctx)
+{
+	int hits = 0, r;
+	u32 i;
+
+	for (i = zero; i < ARRAY_SIZE(uaf_sizes) && can_loop; i++) {
+		r = double_free_one(uaf_sizes[i]);
+		ARENA_ASSERT(r >= 0);
+		hits += r;
+	}
+	arena_stdout("asan-seeded: caught %d of %d", hits, (int)ARRAY_SIZE(uaf_sizes));
+	arena_stdout("asan-expect: double free of 0x");
+	arena_stdout("asan-expect: the freed 300000-byte block at");
+	ARENA_ASSERT_EQ(hits, ARRAY_SIZE(uaf_sizes));
+	return 0;
+}
+
+/* Frees of what no allocation handed out: the inside of a block, the arena's globals. */
+SEC("syscall")
+int asan_test_invalid_free(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(100), big = (u64)arena_malloc(200000), n;
+	int hits = 0;
+
+	ARENA_ASSERT(p && big);
+	n = reports();
+	ARENA_ASSERT_EQ(arena_free((void __arena *)(p + 16)), -EINVAL);
+	hits += caught(n, p + 16, ASAN_INVALID_FREE, 0);
+	n = reports();
+	ARENA_ASSERT_EQ(arena_free((void __arena *)(big + 4096)), -EINVAL);
+	hits += caught(n, big + 4096, ASAN_INVALID_FREE, 0);
+	n = reports();
+	ARENA_ASSERT_EQ(arena_free((void __arena *)&later[3]), -EINVAL);
+	hits += caught(n, (u64)&later[3], ASAN_INVALID_FREE, 0);
+	ARENA_ASSERT_EQ(arena_free((void __arena *)p), 0);
+	ARENA_ASSERT_EQ(arena_free((void __arena *)big), 0);
+	arena_stdout("asan-seeded: caught %d of 3", hits);
+	arena_stdout("asan-expect: invalid free of 0x%llx: 16 bytes into the 100-byte block",
+		     p + 16);
+	arena_stdout("asan-expect: invalid free of 0x%llx: 4096 bytes into the 200000-byte block",
+		     big + 4096);
+	arena_stdout("asan-expect: no block starts there");
+	ARENA_ASSERT_EQ(hits, 3);
+	return 0;
+}
+
+/* arena_memset past the end is a write of the whole range, reported at its first bad byte. */
+SEC("syscall")
+int asan_test_memset(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(50), n;
+	int hit;
+
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(arena_memset((void __arena *)p, 0, 50), 0);
+	n = reports();
+	arena_memset((void __arena *)p, 0, 51);
+	hit = caught(n, p + 50, ASAN_OUT_OF_BOUNDS, 1);
+	arena_free((void __arena *)p);
+	arena_stdout("asan-seeded: caught %d of 1", hit);
+	arena_stdout("asan-expect: out-of-bounds write of 51 bytes at 0x%llx", p);
+	arena_stdout("asan-expect: by asan_test_memset:asan_test_memset+0x");
+	ARENA_ASSERT_EQ(hit, 1);
+	return 0;
+}
+
+/* Every byte of many live allocations, read and written: no report at all. */
+__weak int fill_check(u32 size, u32 seed)
+{
+	u8 __arena *p = arena_malloc(size);
+	u32 i;
+	int bad = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (i = zero; i < size && can_loop; i++)
+		p[i] = (u8)(seed + i);
+	for (i = zero; i < size && can_loop; i++)
+		if (p[i] != (u8)(seed + i))
+			bad = 1;
+	arena_free(p);
+	return bad;
+}
+
+SEC("syscall")
+int asan_test_no_false_positives(struct arena_test_ctx *ctx)
+{
+	u64 n = reports();
+	u32 size;
+
+	for (size = zero + 1; size <= 600 && can_loop; size++)
+		ARENA_ASSERT_EQ(fill_check(size, size), 0);
+	for (size = zero + 1; size <= 16 && can_loop; size++)
+		ARENA_ASSERT_EQ(fill_check(size * 4093, size), 0);
+	ARENA_ASSERT_EQ(fill_check(HEAP_MEDIUM_MAX, 3), 0);
+	ARENA_ASSERT_EQ(fill_check(BUDDY_MAX_SIZE, 5), 0);
+	ARENA_ASSERT_EQ(reports(), n);
+	arena_stdout("asan-expect: none");
+	return 0;
+}
+
+/* Wild: memory the heap holds but never handed out, and asan_violated. */
+SEC("syscall")
+int asan_test_wild_and_flag(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(16), n, q;
+	int hits = 0;
+
+	ARENA_ASSERT(p);
+	/* Far into the span, beyond what was ever carved: never allocated. */
+	q = (p & ~(u64)(HEAP_SPAN_SIZE - 1)) + HEAP_SMALL_SPAN - 64;
+	asan_violated = 0;
+	n = reports();
+	touch(q, 8, 0);
+	hits += caught(n, q, ASAN_WILD_ACCESS, 0);
+	ARENA_ASSERT_EQ(asan_violated, q);
+	/* Report only the first: later bad accesses set the flag, and make no report. */
+	state()->report_first = 1;
+	n = reports();
+	touch(p + 16, 1, 0);
+	ARENA_ASSERT_EQ(reports(), n);
+	ARENA_ASSERT_EQ(asan_violated, p + 16);
+	state()->report_first = 0;
+	arena_free((void __arena *)p);
+	arena_stdout("asan-seeded: caught %d of 1", hits);
+	arena_stdout("asan-expect: wild access read of 8 bytes at 0x%llx: memory no block "
+		     "holds (never allocated)", q);
+	ARENA_ASSERT_EQ(hits, 1);
+	return 0;
+}
+
+/* The buddy allocator's own calls: double and invalid frees are reported too. */
+struct buddy __arena_global asan_tb;
+
+SEC("syscall")
+int asan_test_buddy_frees(struct arena_test_ctx *ctx)
+{
+	u64 p, n;
+	int hits = 0;
+
+	if (asan_tb.magic)
+		buddy_destroy(&asan_tb);
+	ARENA_ASSERT_EQ(buddy_init(&asan_tb), 0);
+	p = (u64)buddy_alloc(&asan_tb, 100);
+	ARENA_ASSERT(p);
+	n = reports();
+	touch(p + 100, 1, 1);
+	hits += caught(n, p + 100, ASAN_OUT_OF_BOUNDS, 1);
+	ARENA_ASSERT_EQ(buddy_free(&asan_tb, (void __arena *)p), 0);
+	n = reports();
+	touch(p + 8, 8, 0);
+	hits += caught(n, p + 8, ASAN_USE_AFTER_FREE, 0);
+	n = reports();
+	ARENA_ASSERT_EQ(buddy_free(&asan_tb, (void __arena *)p), -EINVAL);
+	hits += caught(n, p, ASAN_DOUBLE_FREE, 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&asan_tb), 0);
+	arena_stdout("asan-seeded: caught %d of 3", hits);
+	arena_stdout("asan-expect: double free of 0x%llx", p);
+	arena_stdout("asan-expect: out of bounds by 1 byte past the end of the 100-byte block");
+	ARENA_ASSERT_EQ(hits, 3);
+	return 0;
+}
+
+#else /* !LIBARENA_ASAN: the runner skips these in the plain build */
+
+SEC("syscall")
+int asan_test_needs_the_sanitizer_build(struct arena_test_ctx *ctx)
+{
+	return 0;
+}
+
+#endif
