@@ -131,12 +131,12 @@ __weak int asan_shadow_map(u64 addr, u64 size, s8 fill)
 }
 
 /* The first byte of [addr, addr + size) the shadow forbids, or 0. */
-static __noinline u64 first_bad(u64 addr, u64 size)
+static __always_inline u64 first_bad(u64 addr, u64 size)
 {
 	u64 g = addr & ~(u64)(ASAN_GRANULE - 1), end = addr + size, bad;
 	s8 s;
 
-	while (g < end && can_loop) {
+	for (; g < end && can_loop; g += ASAN_GRANULE) {
 		s = *shadow_ptr(g);
 		if (!s)
 			continue;
@@ -145,13 +145,12 @@ static __noinline u64 first_bad(u64 addr, u64 size)
 			bad = addr;
 		if (bad < g + ASAN_GRANULE && bad < end)
 			return bad;
-		g += ASAN_GRANULE;
 	}
 	return 0;
 }
 
 /* Requested size of the block at start: its valid bytes, up to slot. */
-static __noinline u32 valid_bytes(u64 start, u32 slot)
+static __always_inline u32 valid_bytes(u64 start, u32 slot)
 {
 	u32 n;
 	s8 s;
@@ -183,7 +182,7 @@ static __always_inline bool block_of(u64 addr, u64 *start, u32 *slot)
 #define FREED_SIZE_OFF	16	/* a freed block keeps its requested size here */
 
 /* Fill in what the report says about the address and its block. */
-static __noinline void describe(struct asan_report __arena *r, u64 addr)
+static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 {
 	u64 next = (addr | (ASAN_GRANULE - 1)) + 1, start;
 	s8 s = *shadow_ptr(addr), sn = *shadow_ptr(next);
@@ -225,7 +224,7 @@ static __noinline void describe(struct asan_report __arena *r, u64 addr)
 }
 
 /* Record a report. how: ASAN_F_* | kind << 8 (0: from the shadow); ip: where. */
-static __noinline int record(u64 addr, u64 access, u32 size, u32 how, u64 ip)
+static __always_inline int record(u64 addr, u64 access, u32 size, u32 how, u64 ip)
 {
 	struct asan_state __arena *st = &asan_state;
 	struct asan_report __arena *r;
@@ -270,8 +269,14 @@ static __always_inline u64 return_ip(int depth)
 	return ip;
 }
 
-/* A checked access: reports when some byte of it is poisoned. */
-static __noinline int asan_access(u64 addr, u64 size, u32 flags, u64 ip, bool told)
+#define ASAN_F_TOLD	0x80	/* the compiler's inline check failed */
+
+/*
+ * A checked access: reports when some byte of it is poisoned. One global function that
+ * every entry point calls, so the verifier checks the report code once per program, and
+ * the call chain stays short (8 frames at most on 6.12).
+ */
+__weak int asan_report_access(u64 addr, u64 size, u32 flags, u64 ip)
 {
 	struct asan_state __arena *st = &asan_state;
 	u64 bad;
@@ -279,12 +284,15 @@ static __noinline int asan_access(u64 addr, u64 size, u32 flags, u64 ip, bool to
 	bad = first_bad(addr, size);
 	if (!bad) {
 		/* The compiler's check is per granule; an unaligned access can be fine. */
-		if (told)
+		if (flags & ASAN_F_TOLD)
 			atomic_add(&st->false_alarms, 1);
 		return 0;
 	}
-	return record(bad, addr, size, flags, ip);
+	return record(bad, addr, size, flags & ASAN_F_WRITE, ip);
 }
+
+#define asan_access(addr, size, flags, ip, told)				\
+	asan_report_access(addr, size, (flags) | ((told) ? ASAN_F_TOLD : 0), ip)
 
 /* Free reports: kind ASAN_DOUBLE_FREE or ASAN_INVALID_FREE; depth as in return_ip. */
 __weak int asan_free_report(u64 addr, int kind, int depth)

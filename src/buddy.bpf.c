@@ -324,8 +324,8 @@ static __noinline int add_chunk(struct buddy __arena *b)
 		if (data && meta) {
 #ifdef LIBARENA_ASAN
 			/* Before the block is on a list: nobody may have it yet. */
-			asan_shadow_map((u64)data - (slot ? ASAN_GRANULE : 0),
-					BUDDY_CHUNK_SIZE + (slot ? ASAN_GRANULE : 0),
+			/* With the granule before it (the heap's window is below slot 0). */
+			asan_shadow_map((u64)data - ASAN_GRANULE, BUDDY_CHUNK_SIZE + ASAN_GRANULE,
 					ASAN_UNALLOCATED);
 			asan_poison(data, ASAN_UNALLOCATED, BUDDY_CHUNK_SIZE);
 #endif
@@ -411,6 +411,9 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 	pages = run->pages;
 	if (pages < 2 || pages > RUN_MAX_PAGES + 1)
 		return -EINVAL;
+#ifdef LIBARENA_ASAN
+	asan_poison(run, ASAN_RELEASED, (u64)pages * 4096);
+#endif
 	if (buddy_lock(b))
 		return -ETIMEDOUT;
 	if (run->prev)
@@ -419,9 +422,6 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 		b->runs = run->next;
 	if (run->next)
 		((struct buddy_run __arena *)run->next)->prev = run->prev;
-#ifdef LIBARENA_ASAN
-	asan_poison(run, ASAN_RELEASED, (u64)pages * 4096);
-#endif
 	run->magic = 0;
 	b->stats.runs_in_use--;
 	b->stats.run_pages_in_use -= pages;

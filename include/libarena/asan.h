@@ -60,7 +60,7 @@
 
 #define ASAN_QUARANTINE_MAX	1024	/* blocks the quarantine can hold */
 #define ASAN_QUARANTINE_DEFAULT	256
-#define ASAN_QUARANTINE_LARGE	4	/* of them blocks beyond HEAP_MEDIUM_MAX, apart */
+#define ASAN_QUARANTINE_LARGE	2	/* of them blocks beyond HEAP_MEDIUM_MAX, apart */
 #define ASAN_MAX_REPORTS	32	/* the latest reports kept for user space */
 #define ASAN_STATE_MAGIC	0x4173616eu
 
