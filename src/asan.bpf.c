@@ -53,42 +53,14 @@ __weak u64 asan_state_addr(void)
 	return (u64)&asan_state;
 }
 
-/* Write n shadow bytes from sp: bytes to an 8-byte boundary, then words, then bytes. */
-static __always_inline void shadow_fill(u64 sp, u64 n, s8 val)
-{
-	u64 word = (u8)val, end = sp + n, i;
-
-	word |= word << 8;
-	word |= word << 16;
-	word |= word << 32;
-	for (i = zero; sp < end && (sp & 7) && i < 8 && can_loop; i++, sp++)
-		*(s8 __arena *)sp = val;
-	for (i = zero; sp + 8 <= end && can_loop; i++, sp += 8)
-		*(u64 __arena *)sp = word;
-	for (i = zero; sp < end && i < 8 && can_loop; i++, sp++)
-		*(s8 __arena *)sp = val;
-}
-
 __weak int asan_poison(void __arena *addr __arg_arena, s8 val, u64 size)
 {
-	u64 a = (u64)addr;
-
-	if (!addr || (a & (ASAN_GRANULE - 1)))
-		return -EINVAL;
-	shadow_fill((u64)shadow_ptr(a), (size + ASAN_GRANULE - 1) >> ASAN_SHADOW_SHIFT, val);
-	return 0;
+	return asan__poison((u64)addr, size, val);
 }
 
 __weak int asan_unpoison(void __arena *addr __arg_arena, u64 size)
 {
-	u64 a = (u64)addr;
-
-	if (!addr || (a & (ASAN_GRANULE - 1)))
-		return -EINVAL;
-	shadow_fill((u64)shadow_ptr(a), size >> ASAN_SHADOW_SHIFT, 0);
-	if (size & (ASAN_GRANULE - 1))
-		*shadow_ptr(a + (size & ~(u64)(ASAN_GRANULE - 1))) = size & (ASAN_GRANULE - 1);
-	return 0;
+	return asan__unpoison((u64)addr, size);
 }
 
 __weak bool asan_shadow_set(void __arena *addr __arg_arena)
@@ -125,7 +97,7 @@ __weak int asan_shadow_map(u64 addr, u64 size, s8 fill)
 			continue;
 		atomic_add(&st->shadow_pages, 1);
 		if (fill)
-			shadow_fill((u64)p, 4096, fill);
+			asan__fill((u64)p, 4096, fill);
 	}
 	return 0;
 }
@@ -149,37 +121,47 @@ static __always_inline u64 first_bad(u64 addr, u64 size)
 	return 0;
 }
 
-/* Requested size of the block at start: its valid bytes, up to slot. */
-static __always_inline u32 valid_bytes(u64 start, u32 slot)
-{
-	u32 n;
-	s8 s;
-
-	for (n = zero; n < slot && can_loop; n += ASAN_GRANULE) {
-		s = *shadow_ptr(start + n);
-		if (s < 0)
-			break;
-		if (s > 0)
-			return n + s;
-	}
-	return n;
-}
-
-/* The block (slot start and size) an address falls in, from the allocators. */
+/*
+ * The block (slot start and size) an address falls in, read from the allocators'
+ * metadata (heap.h and buddy.h state its layout) rather than asked of them, to keep the
+ * call chain short. An unmapped descriptor or metadata page reads as zeroes: no block.
+ */
 static __always_inline bool block_of(u64 addr, u64 *start, u32 *slot)
 {
-	u64 b = arena_heap_block_of(addr);
+	struct arena_heap_span __arena *sp;
+	u32 off = addr, s, rel, size, o;
+	u64 chunk;
+	u8 m;
 
-	if (!b)
-		b = buddy_block_of(addr);
-	if (!b)
+	if (off >= HEAP_WINDOW_START && off < HEAP_WINDOW_END) {
+		s = (off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+		sp = (struct arena_heap_span __arena *)(base() + HEAP_DESC_START + (u64)s * 64);
+		size = sp->size;
+		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !size)
+			return false;
+		rel = off - HEAP_WINDOW_START - (s << HEAP_SPAN_SHIFT);
+		if (rel / size >= sp->capacity)
+			return false;
+		*start = base() + off - rel % size;
+		*slot = size;
+		return true;
+	}
+	if (off < BUDDY_WINDOW_START || off >= BUDDY_WINDOW_END)
 		return false;
-	*start = base() + (u32)b;
-	*slot = b >> 32;
-	return true;
+	s = (off - BUDDY_WINDOW_START) >> BUDDY_CHUNK_SHIFT;
+	chunk = base() + BUDDY_WINDOW_START + ((u64)s << BUDDY_CHUNK_SHIFT);
+	for (o = zero; o < BUDDY_ORDERS && can_loop; o++) {
+		rel = (off - (u32)chunk) & ~((BUDDY_MIN_SIZE << o) - 1);
+		m = *(u8 __arena *)(base() + BUDDY_META_START + (u64)s * BUDDY_META_SIZE +
+				    (rel >> BUDDY_MIN_SHIFT));
+		if ((m & (BUDDY_META_FREE | BUDDY_META_USED)) && (m & BUDDY_META_ORDER) == o) {
+			*start = chunk + rel;
+			*slot = BUDDY_MIN_SIZE << o;
+			return true;
+		}
+	}
+	return false;
 }
-
-#define FREED_SIZE_OFF	16	/* a freed block keeps its requested size here */
 
 /* Fill in what the report says about the address and its block. */
 static __always_inline void describe(struct asan_report __arena *r, u64 addr)
@@ -204,7 +186,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 		r->flags |= ASAN_F_BEFORE | ASAN_F_BLOCK;
 		r->block = start;
 		r->slot_size = slot;
-		r->block_size = valid_bytes(start, slot);
+		r->block_size = asan__valid_bytes(start, slot);
 		return;
 	}
 	if (!block_of(addr, &start, &slot))
@@ -214,10 +196,10 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 	r->slot_size = slot;
 	if (*shadow_ptr(start) == ASAN_FREED) {
 		r->flags |= ASAN_F_FREED;
-		if (slot > FREED_SIZE_OFF + 4)
-			r->block_size = *(u32 __arena *)(start + FREED_SIZE_OFF);
+		if (slot > ASAN_FREED_SIZE_OFF + 4)
+			r->block_size = *(u32 __arena *)(start + ASAN_FREED_SIZE_OFF);
 	} else {
-		r->block_size = valid_bytes(start, slot);
+		r->block_size = asan__valid_bytes(start, slot);
 	}
 	if (r->kind == ASAN_USE_AFTER_FREE && !(r->flags & ASAN_F_FREED))
 		r->kind = ASAN_WILD_ACCESS;
@@ -271,12 +253,8 @@ static __always_inline u64 return_ip(int depth)
 
 #define ASAN_F_TOLD	0x80	/* the compiler's inline check failed */
 
-/*
- * A checked access: reports when some byte of it is poisoned. One global function that
- * every entry point calls, so the verifier checks the report code once per program, and
- * the call chain stays short (8 frames at most on 6.12).
- */
-__weak int asan_report_access(u64 addr, u64 size, u32 flags, u64 ip)
+/* A checked access: reports when some byte of it is poisoned. */
+static __always_inline int report_access(u64 addr, u64 size, u32 flags, u64 ip)
 {
 	struct asan_state __arena *st = &asan_state;
 	u64 bad;
@@ -292,7 +270,7 @@ __weak int asan_report_access(u64 addr, u64 size, u32 flags, u64 ip)
 }
 
 #define asan_access(addr, size, flags, ip, told)				\
-	asan_report_access(addr, size, (flags) | ((told) ? ASAN_F_TOLD : 0), ip)
+	report_access(addr, size, (flags) | ((told) ? ASAN_F_TOLD : 0), ip)
 
 /* Free reports: kind ASAN_DOUBLE_FREE or ASAN_INVALID_FREE; depth as in return_ip. */
 __weak int asan_free_report(u64 addr, int kind, int depth)
@@ -314,32 +292,14 @@ __weak int asan_check_range(u64 addr, u64 size, int write)
 	return asan_access(addr, size, write ? ASAN_F_WRITE : 0, return_ip(2), false);
 }
 
-/* A block of slot bytes at addr handed out for size bytes: valid, the rest redzone. */
 __weak int asan_alloc_hook(u64 addr, u64 size, u64 slot)
 {
-	u64 used = (size + ASAN_GRANULE - 1) & ~(u64)(ASAN_GRANULE - 1);
-
-	if (!addr || (addr & (ASAN_GRANULE - 1)))
-		return -EINVAL;
-	asan_unpoison((void __arena *)addr, size);
-	if (slot > used)
-		asan_poison((void __arena *)(addr + used), ASAN_REDZONE, slot - used);
-	return 0;
+	return asan__alloc_hook(addr, size, slot);
 }
 
-/* A block of slot bytes at addr is freed: keep its size for reports, poison it. */
 __weak int asan_free_hook(u64 addr, u64 slot)
 {
-	u32 size;
-
-	if (!addr || (addr & (ASAN_GRANULE - 1)))
-		return -EINVAL;
-	if (*shadow_ptr(addr) == ASAN_FREED)
-		return 0;
-	size = valid_bytes(addr, slot);
-	if (slot >= FREED_SIZE_OFF + 8)
-		*(u32 __arena *)(addr + FREED_SIZE_OFF) = size;
-	return asan_poison((void __arena *)addr, ASAN_FREED, slot);
+	return asan__free_hook(addr, slot);
 }
 
 /*
@@ -446,41 +406,47 @@ __weak int __asan_storeN(u64 addr, u64 size)
 }
 
 /*
- * memset, memcpy and memmove on arena memory (the compiler's __asan_ prefix): checked as
- * one access each, then done. Addresses are user addresses of the arena.
+ * The compiler turns every memset, memcpy and memmove of an instrumented function into
+ * these calls, whatever memory they touch: the stack, a map value, the arena. A global
+ * function takes scalars only, so these are hidden: libbpf makes them static, and the
+ * verifier checks each call with the caller's pointers. The cost: they cannot tell arena
+ * memory from the rest, so they do not check the shadow (arena_memset does).
  */
-__weak u64 __asan_memset(u64 dst, int c, u64 n)
+__asan_hidden int __asan_memset(void *dst, int c, u64 n)
 {
-	u8 __arena *d = (u8 __arena *)dst;
+	u8 *d = dst;
 	u64 i;
 
-	asan_access(dst, n, ASAN_F_WRITE, return_ip(1), false);
 	for (i = zero; i < n && can_loop; i++)
 		d[i] = c;
-	return dst;
+	return 0;
 }
 
-__weak u64 __asan_memmove(u64 dst, u64 src, u64 n)
+__asan_hidden int __asan_memmove(void *dst, const void *src, u64 n)
 {
-	u8 __arena *d = (u8 __arena *)dst;
-	u8 __arena *s = (u8 __arena *)src;
+	const u8 *s = src;
+	u8 *d = dst;
 	u64 i;
 
-	asan_access(src, n, 0, return_ip(1), false);
-	asan_access(dst, n, ASAN_F_WRITE, return_ip(1), false);
-	if (dst <= src) {
+	if (d <= s) {
 		for (i = zero; i < n && can_loop; i++)
 			d[i] = s[i];
 	} else {
 		for (i = zero; i < n && can_loop; i++)
 			d[n - 1 - i] = s[n - 1 - i];
 	}
-	return dst;
+	return 0;
 }
 
-__weak u64 __asan_memcpy(u64 dst, u64 src, u64 n)
+__asan_hidden int __asan_memcpy(void *dst, const void *src, u64 n)
 {
-	return __asan_memmove(dst, src, n);
+	const u8 *s = src;
+	u8 *d = dst;
+	u64 i;
+
+	for (i = zero; i < n && can_loop; i++)
+		d[i] = s[i];
+	return 0;
 }
 
 /* Options, and where the state lives. User space runs it once (libarena_asan_init). */

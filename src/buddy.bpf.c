@@ -393,7 +393,7 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	/* The header page is a redzone before the run, the slack of its last page after. */
 	asan_shadow_map(addr, (u64)pages * 4096, 0);
 	asan_poison(run, ASAN_REDZONE, 4096);
-	asan_alloc_hook(addr + 4096, size, (u64)(pages - 1) * 4096);
+	asan__alloc_hook(addr + 4096, size, (u64)(pages - 1) * 4096);
 #endif
 	return addr + 4096;
 }
@@ -553,7 +553,7 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		buddy_unlock(b);
 #ifdef LIBARENA_ASAN
 		if (addr)
-			asan_alloc_hook(addr, size, (u64)BUDDY_MIN_SIZE << order);
+			asan__alloc_hook(addr, size, (u64)BUDDY_MIN_SIZE << order);
 #endif
 		if (addr)
 			return addr;
@@ -618,7 +618,7 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 	if (!(addr & (BUDDY_MIN_SIZE - 1)) &&
 	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] == (u64)b &&
 	    (*meta_of(addr) & (BUDDY_META_USED | BUDDY_META_FREE)) == BUDDY_META_USED)
-		asan_free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
+		asan__free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
 #endif
 	if (buddy_lock(b)) {
 		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
@@ -846,8 +846,9 @@ __weak int arena_alloc_reserve(struct arena_alloc_reserve_args *args)
 
 #ifdef LIBARENA_ASAN
 /*
- * The block an address of the window falls in, for the sanitizer: its size << 32 | the
- * arena offset of its start, bit 63 set when it is free; 0 outside any block.
+ * The block of the default allocator (arena_malloc's) an address falls in, for the
+ * sanitizer's arena_free: its size << 32 | the arena offset of its start, bit 63 set when
+ * it is free; 0 outside any such block.
  */
 __weak u64 buddy_block_of(u64 addr)
 {
@@ -858,7 +859,7 @@ __weak u64 buddy_block_of(u64 addr)
 	if (!in_window(addr))
 		return 0;
 	slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1);
-	if (!buddy_registry.owner[slot])
+	if (buddy_registry.owner[slot] != (u64)&arena_buddy)
 		return 0;
 	chunk = chunk_addr(slot);
 	for (o = zero; o < BUDDY_ORDERS && can_loop; o++) {

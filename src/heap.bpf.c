@@ -496,7 +496,7 @@ static __always_inline u64 malloc_large(u64 size)
 
 	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), asz);
 	if (addr)
-		asan_alloc_hook(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
+		asan__alloc_hook(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
 					    1ull << arena_fls(asz - 1));
 #else
 	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), size);
@@ -547,7 +547,7 @@ __weak u64 arena_malloc_addr(u64 size)
 		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
 #ifdef LIBARENA_ASAN
 	else
-		asan_alloc_hook(addr, size, class_size(cls));
+		asan__alloc_hook(addr, size, class_size(cls));
 #endif
 	return addr;
 }
@@ -685,30 +685,11 @@ __weak int arena_free(void __arena *ptr __arg_arena)
 		asan_free_report(obj, kind, 2);
 		return -EINVAL;
 	}
-	asan_free_hook(obj, slot);
+	asan__free_hook(obj, slot);
 	obj = asan_quarantine_push(obj, slot);
 	if (obj)
 		heap_free((void __arena *)obj);
 	return 0;
-}
-
-/* The slot an address falls in (see asan.h), for the sanitizer's reports. */
-__weak u64 arena_heap_block_of(u64 addr)
-{
-	struct arena_heap_span __arena *sp;
-	u32 s, rel, size;
-
-	if (!in_heap_window(addr))
-		return 0;
-	s = ((u32)addr - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
-	sp = span_desc(s);
-	size = sp->size;
-	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !size)
-		return 0;
-	rel = (u32)addr - HEAP_WINDOW_START - (s << HEAP_SPAN_SHIFT);
-	if (rel / size >= sp->capacity)
-		return 0;
-	return ((u64)size << 32) | ((u32)addr - rel % size);
 }
 #else
 __weak int arena_free(void __arena *ptr __arg_arena)

@@ -138,11 +138,10 @@ u64 asan_quarantine_push(u64 addr, u64 size);
 int asan_check_range(u64 addr, u64 size, int write);
 
 /*
- * What the allocators tell the runtime: the block (slot) an address falls in, as
- * slot size << 32 | arena offset of its start, or 0; and a free that skips the
- * quarantine (the quarantine's own).
+ * What the buddy allocator tells arena_free(): the block an address falls in, as size
+ * << 32 | arena offset of its start, bit 63 set when free, or 0; and the free that skips
+ * the quarantine (the quarantine's own).
  */
-u64 arena_heap_block_of(u64 addr);
 u64 buddy_block_of(u64 addr);
 int arena_free_now(void __arena *ptr __arg_arena);
 
@@ -162,9 +161,10 @@ __ASAN_DECLARE(8);
 __ASAN_DECLARE(16);
 int __asan_report_load_n_noabort(u64 addr, u64 size);
 int __asan_report_store_n_noabort(u64 addr, u64 size);
-u64 __asan_memset(u64 dst, int c, u64 n);
-u64 __asan_memcpy(u64 dst, u64 src, u64 n);
-u64 __asan_memmove(u64 dst, u64 src, u64 n);
+#define __asan_hidden __attribute__((visibility("hidden")))
+__asan_hidden int __asan_memset(void *dst, int c, u64 n);
+__asan_hidden int __asan_memcpy(void *dst, const void *src, u64 n);
+__asan_hidden int __asan_memmove(void *dst, const void *src, u64 n);
 
 __weak __noasan int __asan_btf_anchor(void)
 {
@@ -176,6 +176,94 @@ __weak __noasan int __asan_btf_anchor(void)
 	       __asan_memcpy(0, 0, 0) + __asan_memmove(0, 0, 0) +
 	       (int)__asan_shadow_memory_dynamic_address;
 #undef __ASAN_NAME
+}
+
+static __always_inline s8 __arena *asan__shadow(u64 addr)
+{
+	return (s8 __arena *)((addr & ~0xffffffffull) + ASAN_SHADOW_START +
+			      ((u32)addr >> ASAN_SHADOW_SHIFT));
+}
+
+/* Write n shadow bytes from sp: bytes to an 8-byte boundary, then words, then bytes. */
+static __always_inline void asan__fill(u64 sp, u64 n, s8 val)
+{
+	u64 word = (u8)val, end = sp + n, i;
+
+	word |= word << 8;
+	word |= word << 16;
+	word |= word << 32;
+	for (i = zero; sp < end && (sp & 7) && i < 8 && can_loop; i++, sp++)
+		*(s8 __arena *)sp = val;
+	for (i = zero; sp + 8 <= end && can_loop; i++, sp += 8)
+		*(u64 __arena *)sp = word;
+	for (i = zero; sp < end && i < 8 && can_loop; i++, sp++)
+		*(s8 __arena *)sp = val;
+}
+
+static __always_inline int asan__poison(u64 a, u64 size, s8 val)
+{
+	if (!a || (a & (ASAN_GRANULE - 1)))
+		return -EINVAL;
+	asan__fill((u64)asan__shadow(a), (size + ASAN_GRANULE - 1) >> ASAN_SHADOW_SHIFT, val);
+	return 0;
+}
+
+static __always_inline int asan__unpoison(u64 a, u64 size)
+{
+	if (!a || (a & (ASAN_GRANULE - 1)))
+		return -EINVAL;
+	asan__fill((u64)asan__shadow(a), size >> ASAN_SHADOW_SHIFT, 0);
+	if (size & (ASAN_GRANULE - 1))
+		*asan__shadow(a + (size & ~(u64)(ASAN_GRANULE - 1))) = size & (ASAN_GRANULE - 1);
+	return 0;
+}
+
+/* Requested size of the block at start: its valid bytes, up to slot. */
+static __always_inline u32 asan__valid_bytes(u64 start, u32 slot)
+{
+	u32 n;
+	s8 s;
+
+	for (n = zero; n < slot && can_loop; n += ASAN_GRANULE) {
+		s = *asan__shadow(start + n);
+		if (s < 0)
+			break;
+		if (s > 0)
+			return n + s;
+	}
+	return n;
+}
+
+#define ASAN_FREED_SIZE_OFF	16	/* a freed block keeps its requested size here */
+
+/*
+ * The allocators' hooks, inline so that they add no call frame (6.12 allows 8): a block
+ * of slot bytes at addr handed out for size bytes (valid, the rest redzone); a block
+ * freed (its size kept for reports, then poisoned).
+ */
+static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
+{
+	u64 used = (size + ASAN_GRANULE - 1) & ~(u64)(ASAN_GRANULE - 1);
+
+	if (asan__unpoison(addr, size))
+		return -EINVAL;
+	if (slot > used)
+		asan__poison(addr + used, slot - used, ASAN_REDZONE);
+	return 0;
+}
+
+static __always_inline int asan__free_hook(u64 addr, u64 slot)
+{
+	u32 size;
+
+	if (!addr || (addr & (ASAN_GRANULE - 1)))
+		return -EINVAL;
+	if (*asan__shadow(addr) == ASAN_FREED)
+		return 0;
+	size = asan__valid_bytes(addr, slot);
+	if (slot >= ASAN_FREED_SIZE_OFF + 8)
+		*(u32 __arena *)(addr + ASAN_FREED_SIZE_OFF) = size;
+	return asan__poison(addr, slot, ASAN_FREED);
 }
 
 /*
