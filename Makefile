@@ -15,7 +15,8 @@
 #   make lib       apply the series to the pristine tree and build the library from it
 #   make host-test the host-native tests only
 #   make vm-test   the VM tests only
-#   make bench     the allocator benchmark, in the VM (figures, not pass/fail)
+#   make bench     the allocator benchmark, in the VM (figures, not pass/fail), and
+#                  again in the sanitizer build with the ratio (clang 22)
 #   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner | print-lib
 #
 # Which kernel and compiler (a "cell" of the test matrix):
@@ -106,7 +107,7 @@ run: lib
 	@$(VM) -- examples/run-all $(OUT)
 
 bench: lib
-	@$(VM) -- $(OUT)/bench/bench $(OUT)/bench/bench_alloc.bpf.o
+	@$(VM) -- scripts/asan-bench $(OUT)
 
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 print-user-libs print-lib:

@@ -393,7 +393,7 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	/* The header page is a redzone before the run, the slack of its last page after. */
 	asan_shadow_map(addr, (u64)pages * 4096, 0);
 	asan_poison(run, ASAN_REDZONE, 4096);
-	asan__alloc_hook(addr + 4096, size, (u64)(pages - 1) * 4096);
+	asan_alloc_hook(addr + 4096, size, (u64)(pages - 1) * 4096);
 #endif
 	return addr + 4096;
 }
@@ -553,7 +553,7 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		buddy_unlock(b);
 #ifdef LIBARENA_ASAN
 		if (addr)
-			asan__alloc_hook(addr, size, (u64)BUDDY_MIN_SIZE << order);
+			asan_alloc_hook(addr, size, (u64)BUDDY_MIN_SIZE << order);
 #endif
 		if (addr)
 			return addr;
@@ -618,7 +618,7 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 	if (!(addr & (BUDDY_MIN_SIZE - 1)) &&
 	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] == (u64)b &&
 	    (*meta_of(addr) & (BUDDY_META_USED | BUDDY_META_FREE)) == BUDDY_META_USED)
-		asan__free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
+		asan_free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
 #endif
 	if (buddy_lock(b)) {
 		arena_stderr("%s: lock timeout on %llx", who, (u64)b);

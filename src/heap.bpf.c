@@ -496,7 +496,7 @@ static __always_inline u64 malloc_large(u64 size)
 
 	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), asz);
 	if (addr)
-		asan__alloc_hook(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
+		asan_alloc_hook(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
 					    1ull << arena_fls(asz - 1));
 #else
 	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), size);
@@ -547,7 +547,7 @@ __weak u64 arena_malloc_addr(u64 size)
 		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
 #ifdef LIBARENA_ASAN
 	else
-		asan__alloc_hook(addr, size, class_size(cls));
+		asan_alloc_hook(addr, size, class_size(cls));
 #endif
 	return addr;
 }
@@ -685,7 +685,7 @@ __weak int arena_free(void __arena *ptr __arg_arena)
 		asan_free_report(obj, kind, 2);
 		return -EINVAL;
 	}
-	asan__free_hook(obj, slot);
+	asan_free_hook(obj, slot);
 	obj = asan_quarantine_push(obj, slot);
 	if (obj)
 		heap_free((void __arena *)obj);

@@ -147,7 +147,8 @@ static __noinline int owner_pop(struct spmc __arena *q, u64 *v)
  * first burst waits until a thief has stolen, so every race really is one; in the resize
  * race the second burst is big enough to outgrow the first array while thieves steal.
  */
-static __noinline int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
+/* Not instrumented in the sanitizer build: its frame leaves the deque's calls no room. */
+static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 {
 	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows, stolen;
 	/* Flags, not a round count: the verifier keeps few states for them. */
