@@ -731,8 +731,7 @@ __weak int rb_range(struct rbtree __arena *t __arg_arena, u64 lo, u64 hi,
 		break;								\
 	}
 
-/* Not instrumented: its checks' branches on top of the sanitizer's exceed the verifier. */
-__weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
+__weak int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 {
 	rbnode_t *n, *prev = NULL;
 	u64 count = zero, last = 0;

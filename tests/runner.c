@@ -478,7 +478,9 @@ static void run_object(const char *path)
 	 */
 	if (bpf_object__find_program_by_name(o, "arena_heap_refill")) {
 		struct arena_heap_refill_args cfg = {
-			.reserve_small = 32, .reserve_medium = 8, .reserve_large = 4,
+			.reserve_small = 32, .reserve_medium = 8,
+			/* The sanitizer's redzones and quarantine hold more large blocks. */
+			.reserve_large = opt.asan ? 8 : 4,
 		};
 
 		err = libarena_heap_refill(o, &cfg);
