@@ -322,6 +322,17 @@ __weak u64 asan_quarantine_push(u64 addr, u64 size)
 	return xchg(&asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)], addr);
 }
 
+/* Blocks in the quarantine now. */
+__weak int asan_quarantine_count(void)
+{
+	int n = 0;
+	u32 i;
+
+	for (i = zero; i < ASAN_QUARANTINE_MAX && can_loop; i++)
+		n += !!READ_ONCE(asan_quarantine[i]);
+	return n;
+}
+
 /* Free every quarantined block now: how many. Any program. */
 __weak int asan_quarantine_flush(void)
 {

@@ -128,6 +128,7 @@ int asan_unpoison(void __arena *addr __arg_arena, u64 size);
 bool asan_shadow_set(void __arena *addr __arg_arena);
 int asan_shadow_map(u64 addr, u64 size, s8 fill);
 int asan_quarantine_flush(void);
+int asan_quarantine_count(void);
 u64 asan_state_addr(void);
 
 /* Allocator hooks (the library's allocators call them; see src/asan.bpf.c). */
