@@ -767,6 +767,23 @@ __weak int arena_heap_collect_cpu(void)
 	return n;
 }
 
+__weak s64 arena_heap_outstanding(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap __arena *h;
+	u32 id, n = READ_ONCE(g->nr_cpus) * HEAP_LEVELS;
+	s64 out;
+
+	out = (s64)READ_ONCE(g->large_allocs) - (s64)READ_ONCE(g->large_frees);
+	for (id = zero; id < n && id < HEAP_MAX_HEAPS && can_loop; id++) {
+		h = heap_at(id);
+		if (READ_ONCE(h->magic) != HEAP_MAGIC)
+			continue;
+		out += (s64)h->stats.allocs - (s64)h->stats.frees - (s64)h->stats.remote_frees;
+	}
+	return out;
+}
+
 /* ---- maintenance: sleepable only ---- */
 
 static __always_inline bool heap_claim_bit(u64 __arena *words, u32 nr_words, u32 *bit)

@@ -700,6 +700,16 @@ __weak int rb_range(struct rbtree __arena *t __arg_arena, u64 lo, u64 hi,
  * predecessor and its right side taken; back from the right the walk goes up. bh counts
  * the black nodes from the root down to n: at every missing child it must be the same.
  */
+/*
+ * The verifier compares the loop's states by their ranges (may_goto loops do): a black
+ * height that only ever moves by one would widen without end, so it is kept in a mask
+ * (a height is at most RB_MAX_DEPTH + 1). The height is compared only with one copied at
+ * an earlier leaf: a compare with a fresh copy the verifier can decide, then it tracks
+ * bh precisely and states stop pruning.
+ */
+#define BH_MASK		0xff
+_Static_assert(RB_MAX_DEPTH + 1 <= BH_MASK, "black heights fit the mask");
+
 #define DOWN_OR_LEAF(c)								\
 	if (c) {								\
 		if ((c)->parent != n) {						\
@@ -717,13 +727,9 @@ __weak int rb_range(struct rbtree __arena *t __arg_arena, u64 lo, u64 hi,
 		prev = n;							\
 		n = (c);							\
 		depth++;							\
-		bh += !n->is_red;						\
+		bh = (bh + !n->is_red) & BH_MASK;				\
 		continue;							\
 	}									\
-	/* Compare only with a height copied at an earlier leaf: a compare	\
-	 * against a fresh copy is decided by the verifier, which then marks	\
-	 * bh precise and its drifting bounds stop states from ever pruning.	\
-	 */									\
 	if (want_bh < 0) {							\
 		want_bh = bh;							\
 	} else if (bh != want_bh) {						\
@@ -736,7 +742,7 @@ __weak int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 	rbnode_t *n, *prev = NULL;
 	u64 count = zero, last = 0;
 	/* Opaque starts: a constant bh widens by one per level and defeats pruning. */
-	int depth = zero + 1, bh = zero + 1, want_bh = -1;
+	int depth = zero + 1, bh = (zero + 1) & BH_MASK, want_bh = -1;
 	const char *what = NULL;
 	bool dup, from_left, seen = false;
 
@@ -777,7 +783,7 @@ __weak int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 		}
 		/* Done with n and below: up. */
 		prev = n;
-		bh -= !n->is_red;
+		bh = (bh - !n->is_red) & BH_MASK;
 		depth--;
 		n = n->parent;
 	}

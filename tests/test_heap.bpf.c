@@ -150,11 +150,13 @@ int test_heap_every_class(struct arena_test_ctx *ctx)
 SEC("syscall")
 int test_heap_reuse(struct arena_test_ctx *ctx)
 {
+	s64 out = arena_heap_outstanding();
 	void __arena *a, *b, *c;
 
 	a = arena_malloc(100);
 	b = arena_malloc(100);
 	ARENA_ASSERT(a && b && a != b);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), out + 2);
 	ARENA_ASSERT_EQ(arena_free(a), 0);
 	c = arena_malloc(112);		/* same class as 100 */
 	ARENA_ASSERT(c == a);
@@ -170,6 +172,7 @@ int test_heap_reuse(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(check(b, 64, 0) != 0, 1);
 	ARENA_ASSERT_EQ(((u64 __arena *)b)[0] | ((u64 __arena *)b)[7], 0);
 	ARENA_ASSERT_EQ(arena_free(b), 0);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), out);
 	return 0;
 }
 
@@ -179,16 +182,19 @@ int test_heap_large(struct arena_test_ctx *ctx)
 {
 	struct arena_heap_global __arena *g = glob();
 	u64 la = g->large_allocs, lf = g->large_frees;
+	s64 out = arena_heap_outstanding();
 	void __arena *p;
 
 	p = arena_malloc(HEAP_MEDIUM_MAX + 1);
 	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), out + 1);
 	ARENA_ASSERT(!((u64)p >= (((u64)p & ~0xffffffffull) | HEAP_WINDOW_START) &&
 		       (u32)(u64)p < HEAP_WINDOW_END));
 	ARENA_ASSERT_EQ(fill(p, 4096, 9), 0);
 	ARENA_ASSERT_EQ(arena_free(p), 0);
 	ARENA_ASSERT_EQ(g->large_allocs, la + 1);
 	ARENA_ASSERT_EQ(g->large_frees, lf + 1);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), out);
 	/* More than a buddy chunk: not from a non-sleepable path. */
 	ARENA_ASSERT(!arena_malloc(BUDDY_MAX_SIZE + 1));
 	return 0;

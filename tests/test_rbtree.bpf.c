@@ -18,22 +18,10 @@ static __always_inline u64 next_rand(u64 *x)
 	return *x;
 }
 
-/*
- * Whether every node the allocator handed out came back. Only a default allocator that
- * counts (the buddy allocator's statistics) can say; another one makes this a no-op.
- */
-static __noinline u64 blocks_out(void)
+/* Objects the default allocator has out: every node must come back. */
+static __noinline s64 blocks_out(void)
 {
-	struct buddy __arena *b = (struct buddy __arena *)arena_buddy_addr();
-
-	return b ? b->stats.allocs - b->stats.frees : 0;
-}
-
-static __noinline u64 allocs_so_far(void)
-{
-	struct buddy __arena *b = (struct buddy __arena *)arena_buddy_addr();
-
-	return b ? b->stats.allocs : 0;
+	return arena_heap_outstanding();
 }
 
 static __noinline int rbtree_create_modes(struct arena_test_ctx *ctx)
@@ -434,8 +422,8 @@ static __noinline int model_op(struct rbtree __arena *t, u64 *x, u64 *live)
 
 static __noinline int rbtree_random_vs_model(struct arena_test_ctx *ctx)
 {
-	u64 x = ctx->seed | 1, live = 0, i, out_before = blocks_out();
-	u64 allocs_before = allocs_so_far();
+	u64 x = ctx->seed | 1, live = 0, i;
+	s64 out_before = blocks_out();
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_UPDATE);
 	int ret;
 
@@ -464,8 +452,7 @@ static __noinline int rbtree_random_vs_model(struct arena_test_ctx *ctx)
 		     i, live);
 	ARENA_ASSERT_EQ(rb_destroy(t), 0);
 	/* Every node (and the tree) went back, when the allocator can tell. */
-	if (allocs_so_far() != allocs_before)
-		ARENA_ASSERT_EQ(blocks_out(), out_before);
+	ARENA_ASSERT_EQ(blocks_out(), out_before);
 	return 0;
 }
 
@@ -535,8 +522,8 @@ static __noinline int rbtree_random_duplicates(struct arena_test_ctx *ctx)
 /* Big enough to be deep: 20000 nodes, destroyed in one call, every node returned. */
 static __noinline int rbtree_large_destroy(struct arena_test_ctx *ctx)
 {
-	u64 x = ctx->seed | 1, i, n = 0, out_before = blocks_out();
-	u64 allocs_before = allocs_so_far();
+	u64 x = ctx->seed | 1, i, n = 0;
+	s64 out_before = blocks_out();
 	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DEFAULT);
 	struct rbnode __arena *p;
 	int depth = 0;
@@ -550,8 +537,7 @@ static __noinline int rbtree_large_destroy(struct arena_test_ctx *ctx)
 		depth++;
 	ARENA_ASSERT(depth <= 2 * 15);	/* 2 log2(20001) */
 	ARENA_ASSERT_EQ(rb_destroy(t), 0);
-	if (allocs_so_far() != allocs_before)
-		ARENA_ASSERT_EQ(blocks_out(), out_before);
+	ARENA_ASSERT_EQ(blocks_out(), out_before);
 	arena_stdout("rbtree large: %llu nodes, leftmost depth %d, destroyed", n, depth);
 	return 0;
 }

@@ -192,6 +192,11 @@ struct arena_heap_refill_args {
 
 int arena_heap_maintain(void);
 int arena_heap_collect_cpu(void);
+/*
+ * Objects arena_malloc handed out that arena_free has not taken back, over every heap
+ * and the large sizes: a leak check. Exact while no other CPU allocates or frees.
+ */
+s64 arena_heap_outstanding(void);
 u64 arena_heap_global_addr(void);
 u32 arena_heap_class(u64 size);
 u32 arena_heap_class_size(u32 cls);
