@@ -9,8 +9,10 @@
  *
  * for malloc+free pairs and batches of 256, sizes 16..4096, on one thread and on every
  * CPU at once (threads pinned one per CPU, started together), and the memory overhead of
- * a mixed workload. Timings come from wherever this runs (a TCG guest under `make
- * bench`): only the ratios within one run mean anything.
+ * a mixed workload, then how each allocator's throughput scales from one CPU to all.
+ * Timings come from wherever this runs (a TCG guest under `make bench`): only the ratios
+ * within one run mean anything. Each figure is the best of BENCH_ROUNDS rounds (default
+ * 3) in which the allocators take turns, so a busy host slows all of them alike.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -138,14 +140,58 @@ static u64 heap_reserve_pages(const struct arena_heap_global *g)
 	return pages;
 }
 
+#define NR_SIZES 5
+static const u32 sizes[NR_SIZES] = { 16, 64, 256, 1024, 4096 };
+
+/* One allocator's figure for one cell: the best round, and failures of any round. */
+struct result {
+	double best;		/* allocs/s; < 0 when a round failed to run */
+	u32 failed, ops;
+};
+
+static void measure(struct result *r, u32 al, u32 batch, u32 size, int threads)
+{
+	u32 ops = al == ALLOC_BUDDY ? 64 * 256 : 256 * 256, failed;
+	double v = cell(al, batch, size, ops, threads, &failed);
+
+	r->ops = ops * threads;
+	if (v < 0 || r->best < 0) {
+		r->best = -1;
+		return;
+	}
+	if (failed > r->failed)
+		r->failed = failed;
+	if (v > r->best)
+		r->best = v;
+}
+
+static void print_result(const struct result *r, const struct result *heap, u32 al,
+			 u32 batch, u32 size, int threads)
+{
+	const char *work = batch ? "batch" : "pairs";
+
+	if (r->best < 0) {
+		printf("%-6s %-5u %-8s   (failed to run)\n", work, size, alloc_names[al]);
+	} else if (r->failed) {
+		/* bpf_obj_new: at most 4 KiB with its header; buddy: its lock timed out */
+		printf("%-6s %-5u %-8s   (%u of %u allocations failed: no figure)\n", work, size,
+		       alloc_names[al], r->failed, r->ops);
+	} else {
+		printf("%-6s %-5u %-8s %12.0f %9.1f %6.2fx\n", work, size, alloc_names[al],
+		       r->best, 1e9 * threads / r->best,
+		       heap->best > 0 ? r->best / heap->best : 0);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	static const u32 sizes[] = { 16, 64, 256, 1024, 4096 };
+	static struct result res[2][2][NR_SIZES][NR_ALLOCS];
+	const char *env = getenv("BENCH_ROUNDS");
+	int rounds = env && atoi(env) > 0 ? atoi(env) : 3;
 	struct arena_heap_refill_args cfg = { .reserve_small = 32, .reserve_medium = 8 };
 	int ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	struct arena_heap_global *g;
 	struct bench_args a;
-	u32 failed;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: bench OBJECT\n");
@@ -172,39 +218,50 @@ int main(int argc, char **argv)
 	}
 	printf("allocator benchmark: timings from this machine (a TCG guest under make bench);\n"
 	       "compare the ratios within this run only. ratio = throughput / heap's.\n");
-	for (int threads = 1; threads <= ncpu; threads = threads == ncpu ? ncpu + 1 : ncpu) {
+	printf("each figure: the best of %d rounds, the allocators taking turns within a "
+	       "round,\nso a busy host slows all of them alike.\n", rounds);
+	for (int ti = 0; ti < 2; ti++) {
+		int threads = ti ? ncpu : 1;
+
+		if (ti && ncpu == 1)
+			break;
+		for (int round = 0; round < rounds; round++)
+			for (u32 b = 0; b < 2; b++)
+				for (u32 s = 0; s < NR_SIZES; s++)
+					for (u32 al = 0; al < NR_ALLOCS; al++)
+						measure(&res[ti][b][s][al], al, b, sizes[s],
+							threads);
 		printf("\n%d thread%s (one per CPU), allocations per second and ns per "
 		       "allocation+free\n", threads, threads > 1 ? "s" : "");
 		printf("%-6s %-5s %-8s %12s %9s %7s\n", "work", "size", "alloc", "allocs/s",
 		       "ns/op", "ratio");
+		for (u32 b = 0; b < 2; b++)
+			for (u32 s = 0; s < NR_SIZES; s++)
+				for (u32 al = 0; al < NR_ALLOCS; al++)
+					print_result(&res[ti][b][s][al], &res[ti][b][s][ALLOC_HEAP],
+						     al, b, sizes[s], threads);
+	}
+	if (ncpu > 1) {
+		printf("\nscaling: allocs/s on %d CPUs at once / allocs/s on 1 (%d would be "
+		       "perfect; below 1, a lock collapses)\n", ncpu, ncpu);
+		printf("%-6s %-5s", "work", "size");
+		for (u32 al = 0; al < NR_ALLOCS; al++)
+			printf(" %8s", alloc_names[al]);
+		printf("\n");
 		for (u32 b = 0; b < 2; b++) {
-			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-				double base = 0;
-
+			for (u32 s = 0; s < NR_SIZES; s++) {
+				printf("%-6s %-5u", b ? "batch" : "pairs", sizes[s]);
 				for (u32 al = 0; al < NR_ALLOCS; al++) {
-					u32 ops = al == ALLOC_BUDDY ? 64 * 256 : 256 * 256;
-					double r = cell(al, b, sizes[s], ops, threads, &failed);
+					struct result *one = &res[0][b][s][al];
+					struct result *all = &res[1][b][s][al];
 
-					if (r < 0) {
-						printf("%-6s %-5u %-8s   (failed to run)\n",
-						       b ? "batch" : "pairs", sizes[s],
-						       alloc_names[al]);
-						continue;
-					}
-					if (al == ALLOC_HEAP)
-						base = r;
-					if (failed) {
-						/* bpf_obj_new: at most 4 KiB with its header */
-						printf("%-6s %-5u %-8s   (%u of %u allocations "
-						       "failed: no figure)\n", b ? "batch" : "pairs",
-						       sizes[s], alloc_names[al], failed,
-						       ops * threads);
-						continue;
-					}
-					printf("%-6s %-5u %-8s %12.0f %9.1f %6.2fx\n",
-					       b ? "batch" : "pairs", sizes[s], alloc_names[al], r,
-					       1e9 * threads / r, base ? r / base : 0);
+					if (one->best <= 0 || all->best <= 0 || one->failed ||
+					    all->failed)
+						printf(" %8s", "-");
+					else
+						printf(" %7.2fx", all->best / one->best);
 				}
+				printf("\n");
 			}
 		}
 	}

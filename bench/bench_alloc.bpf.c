@@ -285,6 +285,12 @@ int bench_mixed(struct bench_args *a)
 		}
 	}
 	n = i;
+	/*
+	 * The background maintenance (5 ms) would do this by itself: trim the new medium
+	 * spans' unused pages, so the figure is the steady state rather than a race with it.
+	 */
+	if (alloc != ALLOC_BUDDY && arena_heap_maintain())
+		return -ENOMEM;
 	if (alloc == ALLOC_BUDDY) {
 		for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
 			blocks += bench_b.stats.blocks_in_use[i & 15] << (i + BUDDY_MIN_SHIFT);

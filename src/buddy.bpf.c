@@ -12,7 +12,8 @@
 			     apply_to = function)
 #endif
 
-#define LOCK_SPINS		(1 << 20)
+#define LOCK_SPINS		(1 << 23)
+#define LOCK_TIMEOUT_NS		(250 * 1000 * 1000ull)	/* as the kernel's rqspinlock */
 #define CLAIM_TRIES		8
 #define RUN_MAX_PAGES		(64u << 8)	/* 64 MiB */
 #define RUNS_MAX		65536		/* bound on walking a run list */
@@ -90,11 +91,20 @@ static __always_inline int buddy_lock(struct buddy __arena *b)
 {
 	int i;
 
+	u64 deadline = 0;
+
 	bpf_preempt_disable();
 	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
 		if (!READ_ONCE(b->lock) && cmpxchg(&b->lock, 0, 1) == 0)
 			return 0;
 		arena_cpu_relax();
+		/* A holder's vCPU may be descheduled by the host: bound by time. */
+		if (i % 256 == 255) {
+			if (!deadline)
+				deadline = bpf_ktime_get_ns() + LOCK_TIMEOUT_NS;
+			else if (bpf_ktime_get_ns() > deadline)
+				break;
+		}
 	}
 	bpf_preempt_enable();
 	atomic_add(&b->stats.lock_timeouts, 1);

@@ -22,8 +22,11 @@
 #define SLOW_ROUNDS		4
 #define SMALL_PAGES		(HEAP_SMALL_SPAN / 4096)
 #define MEDIUM_PAGES		(HEAP_MEDIUM_SPAN / 4096)
+#define MEDIUM_FIRST		(10u << 10)	/* the medium class below 3 pages */
 #define FREE_TAG		0xf7eeb10cd0000000ull	/* ^ offset: in a free object's 2nd word */
 #define CLOCK_MONOTONIC		1
+
+_Static_assert(sizeof(struct arena_heap_span) == 64, "64 descriptors per page");
 
 struct arena_heap_global __arena_global arena_heap_global;
 
@@ -96,7 +99,10 @@ static __always_inline u32 kind_pages(u32 kind)
 	return kind ? MEDIUM_PAGES : SMALL_PAGES;
 }
 
-/* Size classes: 16..128 by 16, four per power of two to 8 KiB, then 128 KiB / n. */
+/*
+ * Size classes: 16..128 by 16, four per power of two to 8 KiB, then 10 KiB and whole
+ * pages to 64 KiB (so a trimmed span maps exactly what its objects cover).
+ */
 static __always_inline u32 class_of(u64 size)
 {
 	u32 k, q;
@@ -108,7 +114,9 @@ static __always_inline u32 class_of(u64 size)
 		q = (size - 1) >> (k - 2);		/* 4 .. 7 */
 		return 8 + (k - 7) * 4 + (q - 4);
 	}
-	return HEAP_NR_SMALL + 15 - (u32)(HEAP_MEDIUM_SPAN / ((size + 15) & ~15ull));
+	if (size <= MEDIUM_FIRST)
+		return HEAP_NR_SMALL;
+	return HEAP_NR_SMALL + (u32)((size + 4095) / 4096) - 2;
 }
 
 static __always_inline u32 class_size(u32 cls)
@@ -122,7 +130,18 @@ static __always_inline u32 class_size(u32 cls)
 		q = (cls - 8) % 4 + 5;
 		return q << (k - 2);
 	}
-	return (HEAP_MEDIUM_SPAN / (15 - (cls - HEAP_NR_SMALL))) & ~15u;
+	if (cls == HEAP_NR_SMALL)
+		return MEDIUM_FIRST;
+	return (cls - HEAP_NR_SMALL + 2) * 4096;
+}
+
+/* Pages a span of the class needs mapped: its objects, rounded up to pages. */
+static __always_inline u32 class_pages(u32 cls)
+{
+	u32 size = class_size(cls), span;
+
+	span = cls < HEAP_NR_SMALL ? HEAP_SMALL_SPAN : HEAP_MEDIUM_SPAN;
+	return (span / size * size + 4095) / 4096;
 }
 
 __weak u32 arena_heap_class(u64 size)
@@ -239,13 +258,19 @@ static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
 				   struct arena_heap_span __arena *sp)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	u32 kind = sp->kind & 1, limit;
+	u32 kind = sp->kind & 1, limit, trim;
 
 	if (sp->listed)
 		unlink_partial(h, s, sp);
 	if (h->current[sp->cls % HEAP_NR_CLASSES] == s + 1)
 		h->current[sp->cls % HEAP_NR_CLASSES] = 0;
 	limit = heap_target(h, kind) * g->high_water;
+	/* Not trimmed yet: cancel it, the span is whole. Trimmed (or being): the kernel's. */
+	if (sp->trim == HEAP_TRIM_PENDING)
+		cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_CANCELLED);
+	trim = READ_ONCE(sp->trim);
+	if (trim == HEAP_TRIM_BUSY || trim == HEAP_TRIM_DONE)
+		limit = 0;
 	if (h->reserve_nr[kind] < limit) {
 		sp->state = HEAP_SPAN_RESERVE;
 		sp->next = h->reserve[kind];
@@ -345,6 +370,23 @@ static __noinline void take_revived(struct arena_heap __arena *h)
 	}
 }
 
+/*
+ * Queue span s (index + 1) for maintenance to trim. A span still queued from an earlier
+ * use (cancelled when it emptied) is only marked again: a stack holds an item once.
+ */
+static __always_inline void trim_request(u32 s, struct arena_heap_span __arena *sp)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+
+	if (cmpxchg(&sp->trim, HEAP_TRIM_CANCELLED, HEAP_TRIM_PENDING) == HEAP_TRIM_CANCELLED)
+		return;
+	sp->trim = HEAP_TRIM_PENDING;
+	if (stack_push(&g->trim, &sp->trim_link, s))
+		WRITE_ONCE(g->want, 1);
+	else
+		sp->trim = HEAP_TRIM_NONE;	/* stays whole */
+}
+
 /* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
 static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
@@ -392,6 +434,9 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	sp->listed = 0;
 	sp->state = HEAP_SPAN_ACTIVE;
 	h->stats.spans_taken++;
+	/* Pages the class leaves unused: maintenance gives them back. */
+	if (kind && class_pages(cls) < MEDIUM_PAGES)
+		trim_request(s, sp);
 	return s;
 }
 
@@ -894,6 +939,7 @@ static __noinline int span_new(u32 kind)
 		sp->cls = 0;
 		sp->kind = kind;
 		sp->owner = sp->next = sp->prev = sp->link = 0;
+		sp->trim = sp->trim_link = 0;
 		sp->listed = 0;
 		sp->state = HEAP_SPAN_RESERVE;
 		sp->magic = HEAP_SPAN_MAGIC;
@@ -921,7 +967,7 @@ static __noinline int release_spans(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp;
-	u32 s, i, pages;
+	u32 s, i, pages, next, trim;
 	int n = 0;
 	u64 r;
 
@@ -931,7 +977,17 @@ static __noinline int release_spans(void)
 		sp = span_desc(s - 1);
 		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE)
 			break;
-		pages = kind_pages(sp->kind);
+		next = sp->link;
+		trim = READ_ONCE(sp->trim);
+		if (trim == HEAP_TRIM_BUSY || trim == HEAP_TRIM_CANCELLED) {
+			/* Being trimmed, or still on the trim stack: the next pass frees it. */
+			if (stack_push(&g->release, &sp->link, s))
+				WRITE_ONCE(g->want, 1);
+			s = next;
+			continue;
+		}
+		pages = trim == HEAP_TRIM_DONE ? class_pages(sp->cls % HEAP_NR_CLASSES) :
+						 kind_pages(sp->kind);
 		sp->magic = 0;
 		sp->state = 0;
 		bpf_arena_free_pages(&arena, (void __arena *)span_addr(s - 1), pages);
@@ -942,8 +998,46 @@ static __noinline int release_spans(void)
 		atomic_add(&g->spans_mapped, -1);
 		atomic_add(&g->pages_mapped, -(s64)pages);
 		atomic_add(&g->spans_returned, 1);
-		s = sp->link;
+		s = next;
 		n++;
+	}
+	return n;
+}
+
+/*
+ * Give back the pages that spans taken since the last pass leave unused. The owner may
+ * be retiring a span meanwhile: whoever moves it off HEAP_TRIM_PENDING first decides.
+ */
+static __noinline int trim_spans(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	u32 s, i, next, used;
+	int n = 0;
+	u64 r;
+
+	r = xchg(&g->trim, 0);
+	s = (u32)r;
+	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(s - 1);
+		if (sp->magic != HEAP_SPAN_MAGIC)
+			break;
+		next = sp->trim_link;
+		if (cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_BUSY) == HEAP_TRIM_PENDING) {
+			used = class_pages(sp->cls % HEAP_NR_CLASSES);
+			if (used < MEDIUM_PAGES) {
+				bpf_arena_free_pages(&arena, (void __arena *)(span_addr(s - 1) +
+						     used * 4096ull), MEDIUM_PAGES - used);
+				atomic_add(&g->pages_mapped, -(s64)(MEDIUM_PAGES - used));
+				atomic_add(&g->pages_trimmed, MEDIUM_PAGES - used);
+			}
+			smp_store_release(&sp->trim, HEAP_TRIM_DONE);
+			n++;
+		} else {
+			/* Emptied before its turn: whole, and off the stack now. */
+			cmpxchg(&sp->trim, HEAP_TRIM_CANCELLED, HEAP_TRIM_NONE);
+		}
+		s = next;
 	}
 	return n;
 }
@@ -1051,6 +1145,7 @@ __weak int arena_heap_maintain(void)
 	}
 	/* Cleared first: a request made while we work brings us back. */
 	WRITE_ONCE(g->want, 0);
+	trim_spans();
 	release_spans();
 	n = READ_ONCE(g->nr_cpus) * HEAP_LEVELS;
 	for (id = zero; id < n && can_loop; id++) {

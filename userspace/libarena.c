@@ -199,9 +199,11 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
 	if (heaps < 0)
 		return heaps;
 	fprintf(out, "heap %s: %d heaps on %u CPUs; %llu spans (%llu pages) mapped, "
-		"%llu returned\n", g->magic == HEAP_GLOBAL_MAGIC ? "ready" : "not initialised",
+		"%llu returned, %llu unused pages trimmed\n",
+		g->magic == HEAP_GLOBAL_MAGIC ? "ready" : "not initialised",
 		heaps, g->nr_cpus, (unsigned long long)g->spans_mapped,
-		(unsigned long long)g->pages_mapped, (unsigned long long)g->spans_returned);
+		(unsigned long long)g->pages_mapped, (unsigned long long)g->spans_returned,
+		(unsigned long long)g->pages_trimmed);
 	fprintf(out, "  %llu allocs, %llu local + %llu remote frees, %llu shortfalls, "
 		"%llu nested, %llu without a heap\n", (unsigned long long)st.allocs,
 		(unsigned long long)st.frees, (unsigned long long)st.remote_frees,

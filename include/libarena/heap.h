@@ -27,7 +27,11 @@
  * are remote frees. With every level busy, malloc fails cleanly and frees stay remote.
  *
  * Memory: a span is a 128 KiB slot of the heap window; small classes (<= HEAP_SMALL_MAX)
- * map 64 KiB of it, medium ones 128 KiB. Page kfuncs are sleepable-only on 6.12, so spans
+ * map 64 KiB of it, medium ones 128 KiB. Medium classes are 10 KiB and whole pages from
+ * 12 KiB to 64 KiB; where a class's objects leave pages of the slot unused (two 44 KiB
+ * objects use 22 of 32 pages), maintenance gives those pages back once the span is in
+ * use ("trimmed"), and a trimmed span that empties goes back to the kernel whole.
+ * Page kfuncs are sleepable-only on 6.12, so spans
  * come from per-heap reserves that sleepable code fills ahead of demand:
  *   - arena_heap_refill (SEC("syscall"), struct arena_heap_refill_args) creates the heaps,
  *     fills every reserve to its target, gives released spans back to the kernel and arms
@@ -56,7 +60,7 @@
 #define HEAP_SMALL_MAX		8192
 #define HEAP_MEDIUM_MAX		65536
 #define HEAP_NR_SMALL		32	/* 16..128 by 16, then 4 per power of two */
-#define HEAP_NR_CLASSES		46	/* medium: 128 KiB / n for n = 15 .. 2 */
+#define HEAP_NR_CLASSES		47	/* medium: 10 KiB, then 3 .. 16 pages */
 #define HEAP_KINDS		2	/* small, medium */
 #define HEAP_LEVELS		3	/* per CPU: task, and two nesting levels */
 #define HEAP_MAX_CPUS		256
@@ -88,6 +92,13 @@
 #define HEAP_SPAN_ACTIVE	2	/* holds objects of one class for its owner */
 #define HEAP_SPAN_RELEASE	3	/* on its way back to the kernel */
 
+/* Trimming a medium span's unused pages (arena_heap_span.trim). */
+#define HEAP_TRIM_NONE		0	/* every page of the kind mapped, not queued */
+#define HEAP_TRIM_PENDING	1	/* in use, queued for maintenance to trim */
+#define HEAP_TRIM_CANCELLED	2	/* still queued, but emptied before its trim */
+#define HEAP_TRIM_BUSY		3	/* maintenance is freeing the unused pages */
+#define HEAP_TRIM_DONE		4	/* only the pages its objects use are mapped */
+
 /* The remote list word: head offset | count << 32 | HEAP_REMOTE_FULL. */
 #define HEAP_REMOTE_FULL	(1ull << 63)
 #define HEAP_REMOTE_COUNT	0x7fffffffull
@@ -100,15 +111,16 @@ struct arena_heap_span {
 	u32 bump;		/* objects carved so far */
 	u32 capacity;		/* objects the span holds */
 	u32 size;		/* object size */
-	u16 cls;
+	u8 cls;
 	u8 kind;
 	u8 state;
+	u8 listed;		/* on the owner's partial list */
 	u32 owner;		/* heap id + 1 */
 	u32 next, prev;		/* owner's lists (span index + 1) */
 	u32 link;		/* lock-free stacks: revived, incoming reserve, release */
 	u32 magic;		/* HEAP_SPAN_MAGIC while mapped */
-	u8 listed;		/* on the owner's partial list */
-	u8 pad[11];
+	u32 trim;		/* HEAP_TRIM_* */
+	u32 trim_link;		/* the trim stack */
 };
 
 /* Counters of one heap, written only by the heap's user (sum them for the totals). */
@@ -151,6 +163,7 @@ struct arena_heap_global {
 	u32 reserve_large;		/* spare buddy chunks for sizes beyond 64 KiB */
 	u32 pad;
 	u64 release;			/* spans for the kernel: span + 1 | count << 32 */
+	u64 trim;			/* spans to trim: span + 1 | count << 32 */
 	u64 claimed[HEAP_NR_SPANS / 64];	/* span slots in use */
 	u64 desc_mapped[HEAP_NR_SPANS / 64 / 64 + 1];	/* descriptor pages mapped */
 	u64 spans_mapped;		/* now: in reserves, in use, or on the way back */
@@ -163,6 +176,7 @@ struct arena_heap_global {
 	u64 bad_frees;			/* -EINVAL frees */
 	u64 lost_frees;			/* remote pushes that never got through */
 	u64 large_allocs, large_frees;	/* served by the buddy allocator */
+	u64 pages_trimmed;		/* unused pages of spans in use, given back */
 };
 
 struct arena_heap_refill_args {

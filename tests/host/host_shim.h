@@ -31,6 +31,7 @@ static inline u32 bpf_get_smp_processor_id(void)
  */
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define SEC(name)
 extern char libarena_host_arena;
@@ -77,6 +78,14 @@ static inline void bpf_arena_free_pages(void *map, void *addr, u32 pages)
 		mmap(addr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	else
 		munmap(addr, len);
+}
+
+static inline u64 bpf_ktime_get_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static inline void bpf_preempt_disable(void) { }
