@@ -342,7 +342,7 @@ int asan_test_memset(struct arena_test_ctx *ctx)
 /* Every byte of many live allocations, read and written: no report at all. */
 __weak int fill_check(u32 size, u32 seed)
 {
-	u8 __arena *p = arena_malloc(size);
+	u8 __arena *p = arena_malloc_sleepable(size);
 	u32 i;
 	int bad = 0;
 
