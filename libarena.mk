@@ -174,7 +174,7 @@ $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 # Components the sanitizer build leaves uninstrumented: the red-black tree's walks are
 # tuned to the 6.12 verifier's limits, which the checks exceed (rb_integrity_check: 1M
 # instructions); its nodes are still poisoned, quarantined and checked where they are used.
-ASAN_UNINSTRUMENTED := rbtree
+ASAN_UNINSTRUMENTED :=
 
 $(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))

@@ -102,6 +102,21 @@ __weak int asan_shadow_map(u64 addr, u64 size, s8 fill)
 	return 0;
 }
 
+/* Sleepable: the shadow of the arena's first pages (see ASAN_LOW_PAGES), once. */
+__weak int asan_map_low(u64 pages)
+{
+	struct asan_state __arena *st = &asan_state;
+
+	if (pages < ASAN_LOW_PAGES)
+		pages = ASAN_LOW_PAGES;
+	if (pages > ARENA_PAGES / 2)
+		return -E2BIG;
+	if (READ_ONCE(st->low_pages) >= pages)
+		return 0;
+	st->low_pages = pages;
+	return asan_shadow_map(base(), pages * 4096, 0);
+}
+
 /* The first byte of [addr, addr + size) the shadow forbids, or 0. */
 static __always_inline u64 first_bad(u64 addr, u64 size)
 {
@@ -186,7 +201,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 		r->flags |= ASAN_F_BEFORE | ASAN_F_BLOCK;
 		r->block = start;
 		r->slot_size = slot;
-		r->block_size = asan__valid_bytes(start, slot);
+		r->block_size = asan__block_size(start, slot);
 		return;
 	}
 	if (!block_of(addr, &start, &slot))
@@ -199,7 +214,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 		if (slot > ASAN_FREED_SIZE_OFF + 4)
 			r->block_size = *(u32 __arena *)(start + ASAN_FREED_SIZE_OFF);
 	} else {
-		r->block_size = asan__valid_bytes(start, slot);
+		r->block_size = asan__block_size(start, slot);
 	}
 	if (r->kind == ASAN_USE_AFTER_FREE && !(r->flags & ASAN_F_FREED))
 		r->kind = ASAN_WILD_ACCESS;
@@ -477,7 +492,7 @@ __weak int asan_init(struct asan_init_args *args)
 				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE ? args->quarantine :
 				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE;
 	args->state = (u64)st;
-	return 0;
+	return asan_map_low(args->arena_globals_pages);
 }
 
 #pragma clang attribute pop

@@ -952,9 +952,12 @@ static __noinline int span_new(u32 kind)
 		atomic_add(&g->spans_mapped, 1);
 		atomic_add(&g->pages_mapped, pages);
 #ifdef LIBARENA_ASAN
-		/* And the granule before it, so p[-1] of its first object is caught. */
-		asan_shadow_map(span_addr(s) - (s ? ASAN_GRANULE : 0),
-				HEAP_SPAN_SIZE + (s ? ASAN_GRANULE : 0), ASAN_UNALLOCATED);
+		/*
+		 * And the granule before it, so p[-1] of its first object is caught (before
+		 * span 0 it is never allocated: nothing else maps the window's edge).
+		 */
+		asan_shadow_map(span_addr(s) - ASAN_GRANULE, HEAP_SPAN_SIZE + ASAN_GRANULE,
+				ASAN_UNALLOCATED);
 		asan_poison((void __arena *)span_addr(s), ASAN_UNALLOCATED, HEAP_SPAN_SIZE);
 #endif
 		return s;
@@ -1245,6 +1248,9 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 		g->high_water = args->high_water;
 	if (args->reserve_large)
 		g->reserve_large = args->reserve_large;
+#ifdef LIBARENA_ASAN
+	asan_map_low(0);
+#endif
 	err = arena_heap_maintain();
 	args->spans_mapped = g->spans_mapped;
 	args->pages_mapped = g->pages_mapped;

@@ -46,6 +46,18 @@ typedef struct rbnode __arena rbnode_t;
 /* The tree is being taken apart by an rb_destroy that returned -EAGAIN. */
 #define RB_DYING	0x52424479u
 
+/*
+ * The sanitizer build calls the rebalancing code instead of inlining it, and does not
+ * check it access by access: its checks multiply the verifier's pending branches past
+ * its limit (8192 jumps). It only touches nodes the checked walks reached, their
+ * siblings and their children.
+ */
+#ifdef LIBARENA_ASAN
+#define __rebalance static __noinline __noasan
+#else
+#define __rebalance static __always_inline
+#endif
+
 static __always_inline bool is_red(rbnode_t *n)
 {
 	return n && n->is_red;
@@ -129,8 +141,8 @@ static __always_inline int descend(struct rbtree __arena *t, u64 key, rbnode_t *
  *       /                                \
  *     n(R)                               u(B)
  */
-static __always_inline int link_node(struct rbtree __arena *t, rbnode_t *node,
-				     rbnode_t *parent, int dir)
+__rebalance int link_node(struct rbtree __arena *t, rbnode_t *node, rbnode_t *parent,
+			  int dir)
 {
 	rbnode_t *n = node, *p, *g, *u;
 	int pdir;
@@ -187,8 +199,7 @@ static __always_inline int link_node(struct rbtree __arena *t, rbnode_t *node,
  *   w black, far child red: rotate xp towards x, w takes xp's colour, xp and the far
  *                          child turn black: done.
  */
-static __always_inline int erase_fixup(struct rbtree __arena *t, rbnode_t *x, rbnode_t *xp,
-				       int xdir)
+__rebalance int erase_fixup(struct rbtree __arena *t, rbnode_t *x, rbnode_t *xp, int xdir)
 {
 	rbnode_t *w;
 	u32 i;
@@ -737,7 +748,7 @@ _Static_assert(RB_MAX_DEPTH + 1 <= BH_MASK, "black heights fit the mask");
 		break;								\
 	}
 
-__weak int rb_integrity_check(struct rbtree __arena *t __arg_arena)
+__weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 {
 	rbnode_t *n, *prev = NULL;
 	u64 count = zero, last = 0;

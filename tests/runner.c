@@ -392,7 +392,7 @@ out:
 
 /*
  * A rejected program can leave a verifier log of a million lines; the end says why.
- * Show the head and the tail.
+ * Show the head and the tail (all of it with LIBARENA_FULL_LOG set).
  */
 static void print_msgs(const char *msgs)
 {
@@ -402,7 +402,7 @@ static void print_msgs(const char *msgs)
 
 	for (p = msgs; *p; p++)
 		lines += *p == '\n';
-	if (lines <= HEAD + TAIL) {
+	if (lines <= HEAD + TAIL || getenv("LIBARENA_FULL_LOG")) {
 		printf("%s", msgs);
 		return;
 	}

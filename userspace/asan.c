@@ -14,6 +14,17 @@
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 
+/* Pages the object's arena globals take (libbpf puts them at the arena's start). */
+static __u64 arena_globals_pages(struct bpf_object *obj)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, "arena");
+	size_t size = 0;
+
+	if (!map || !bpf_map__initial_value(map, &size))
+		return 0;
+	return (size + 4095) / 4096;
+}
+
 struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_args *args)
 {
 	struct asan_init_args defaults = {};
@@ -28,6 +39,8 @@ struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_a
 	}
 	if (!args)
 		args = &defaults;
+	if (!args->arena_globals_pages)
+		args->arena_globals_pages = arena_globals_pages(obj);
 	err = libarena_run_prog(prog, args, sizeof(*args), &ret);
 	if (!err)
 		err = ret;

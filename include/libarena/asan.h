@@ -33,6 +33,8 @@
  *   asan_shadow_set(p)       true when the granule of p is poisoned (wholly or partly)
  *   asan_shadow_map(p, n, fill)  sleepable: map the shadow of n bytes from p; fresh
  *                            shadow pages are filled with fill
+ *   asan_map_low(pages)      sleepable: map the (valid) shadow of the arena's first pages,
+ *                            at least ASAN_LOW_PAGES: asan_init and arena_heap_refill do
  *   asan_quarantine_flush()  free every block in the quarantine now
  *   asan_violated            nonzero once a report was made: the last bad address
  *
@@ -61,6 +63,13 @@
 #define ASAN_QUARANTINE_MAX	1024	/* blocks the quarantine can hold */
 #define ASAN_QUARANTINE_DEFAULT	256
 #define ASAN_QUARANTINE_LARGE	2	/* of them blocks beyond HEAP_MEDIUM_MAX, apart */
+/*
+ * The arena's first pages hold the arena globals (libbpf puts them at offset 0) and the
+ * pages bpf_arena_alloc_pages(NULL) picks first. Their shadow is mapped (valid) when the
+ * sanitizer starts: a checked access whose shadow page is not mapped still passes on
+ * 6.12, but only after a page fault, some microseconds each.
+ */
+#define ASAN_LOW_PAGES		64
 #define ASAN_MAX_REPORTS	32	/* the latest reports kept for user space */
 #define ASAN_STATE_MAGIC	0x4173616eu
 
@@ -105,12 +114,14 @@ struct asan_state {
 	u64 quarantine_head;
 	u64 quarantine_large_head;
 	u64 shadow_pages;	/* shadow pages mapped */
+	u64 low_pages;		/* arena pages from 0 whose shadow is mapped */
 	struct asan_report reports[ASAN_MAX_REPORTS];	/* report n at n % MAX */
 };
 
 struct asan_init_args {
 	u64 arena_all_pages;	/* in: ignored (the upstream API's; shadow is mapped lazily) */
-	u64 arena_globals_pages;	/* in: ignored */
+	u64 arena_globals_pages;	/* in: pages of arena globals (libarena_asan_init
+					 * fills it in); at least ASAN_LOW_PAGES are covered */
 	u32 report_first;	/* in: make only the first report */
 	u32 quarantine;		/* in: blocks held before reuse; 0: default; ~0u: none */
 	u64 state;		/* out: user address of struct asan_state */
@@ -128,6 +139,7 @@ int asan_unpoison(void __arena *addr __arg_arena, u64 size);
 bool asan_shadow_set(void __arena *addr __arg_arena);
 int asan_shadow_map(u64 addr, u64 size, s8 fill);
 int asan_quarantine_flush(void);
+int asan_map_low(u64 pages);
 int asan_quarantine_count(void);
 u64 asan_state_addr(void);
 
@@ -235,6 +247,39 @@ static __always_inline u32 asan__valid_bytes(u64 start, u32 slot)
 	return n;
 }
 
+/*
+ * Requested size of the live block at start, in O(1): the allocation hook keeps it in the
+ * slot's last word (inside the redzone) when there is room. An overflow may have
+ * overwritten it, and a block too big for one keeps a stale one, so it counts only when
+ * the shadow agrees: valid up to it, a redzone right after. Otherwise scan the shadow.
+ */
+#define ASAN_SIZE_TAG		0x5a5e0000u
+
+static __always_inline u64 asan__size_word(u64 start, u64 size)
+{
+	return (u64)((u32)size ^ ASAN_SIZE_TAG ^ (u32)start) << 32 | (u32)size;
+}
+
+static __always_inline u32 asan__block_size(u64 start, u32 slot)
+{
+	u64 t, used;
+	u32 n;
+	s8 last;
+
+	if (slot >= 3 * ASAN_GRANULE) {
+		t = *(u64 __arena *)(start + slot - ASAN_GRANULE);
+		n = t;
+		used = ((u64)n + ASAN_GRANULE - 1) & ~(u64)(ASAN_GRANULE - 1);
+		if (t == asan__size_word(start, n) && n && used + ASAN_GRANULE <= slot) {
+			last = *asan__shadow(start + used - ASAN_GRANULE);
+			if (last == (s8)(n & (ASAN_GRANULE - 1)) &&
+			    *asan__shadow(start + used) == ASAN_REDZONE)
+				return n;
+		}
+	}
+	return asan__valid_bytes(start, slot);
+}
+
 #define ASAN_FREED_SIZE_OFF	16	/* a freed block keeps its requested size here */
 
 /*
@@ -250,6 +295,8 @@ static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
 		return -EINVAL;
 	if (slot > used)
 		asan__poison(addr + used, slot - used, ASAN_REDZONE);
+	if (slot >= used + ASAN_GRANULE)
+		*(u64 __arena *)(addr + slot - ASAN_GRANULE) = asan__size_word(addr, size);
 	return 0;
 }
 
@@ -261,7 +308,7 @@ static __always_inline int asan__free_hook(u64 addr, u64 slot)
 		return -EINVAL;
 	if (*asan__shadow(addr) == ASAN_FREED)
 		return 0;
-	size = asan__valid_bytes(addr, slot);
+	size = asan__block_size(addr, slot);
 	if (slot >= ASAN_FREED_SIZE_OFF + 8)
 		*(u32 __arena *)(addr + ASAN_FREED_SIZE_OFF) = size;
 	return asan__poison(addr, slot, ASAN_FREED);
