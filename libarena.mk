@@ -171,16 +171,10 @@ $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
-# Components the sanitizer build leaves uninstrumented: the red-black tree's walks are
-# tuned to the 6.12 verifier's limits, which the checks exceed (rb_integrity_check: 1M
-# instructions); its nodes are still poisoned, quarantined and checked where they are used.
-ASAN_UNINSTRUMENTED :=
-
 $(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(if $(filter $(ASAN_UNINSTRUMENTED),$*),$(BPF_CFLAGS) -DLIBARENA_ASAN=1, \
-		$(ASAN_CFLAGS)) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/obj/%.bpf.o) | $(BPFTOOL)
 	$(Q)$(BPFTOOL) gen object $@ $^

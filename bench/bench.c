@@ -134,7 +134,7 @@ static u64 heap_reserve_pages(const struct arena_heap_global *g)
 		for (int k = 0; k < HEAP_KINDS; k++) {
 			u64 n = h->reserve_nr[k] + ((h->reserve_in[k] >> 32) & HEAP_REMOTE_COUNT);
 
-			pages += n * (k ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN) / 4096;
+			pages += n * HEAP_KIND_SPAN(k) / 4096;
 		}
 	}
 	return pages;

@@ -20,7 +20,6 @@
 #define SPAN_TRIES		8	/* slots to try when the kernel has a page there */
 #define PUSH_TRIES		4096	/* compare-and-swap rounds before a push gives up */
 #define SLOW_ROUNDS		4
-#define SMALL_PAGES		(HEAP_SMALL_SPAN / 4096)
 #define MEDIUM_PAGES		(HEAP_MEDIUM_SPAN / 4096)
 #define MEDIUM_FIRST		(10u << 10)	/* the medium class below 3 pages */
 #define FREE_TAG		0xf7eeb10cd0000000ull	/* ^ offset: in a free object's 2nd word */
@@ -96,7 +95,7 @@ static __always_inline bool in_heap_window(u64 addr)
 
 static __always_inline u32 kind_pages(u32 kind)
 {
-	return kind ? MEDIUM_PAGES : SMALL_PAGES;
+	return HEAP_KIND_SPAN(kind) / 4096;
 }
 
 /*
@@ -426,7 +425,7 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 #endif
 	sp->cls = cls;
 	sp->size = class_size(cls);
-	sp->capacity = (kind ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN) / sp->size;
+	sp->capacity = HEAP_KIND_SPAN(kind) / sp->size;
 	sp->bump = sp->local = sp->used = 0;
 	sp->remote = 0;
 	sp->owner = h->id + 1;
@@ -1028,6 +1027,7 @@ static __noinline int trim_spans(void)
 		next = sp->trim_link;
 		if (cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_BUSY) == HEAP_TRIM_PENDING) {
 			used = class_pages(sp->cls % HEAP_NR_CLASSES);
+			/* take_reserve queues only such spans; checked again as a bound. */
 			if (used < MEDIUM_PAGES) {
 				bpf_arena_free_pages(&arena, (void __arena *)(span_addr(s - 1) +
 						     used * 4096ull), MEDIUM_PAGES - used);

@@ -436,6 +436,43 @@ int asan_test_buddy_frees(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/*
+ * Free reads the block's size back from the last word of its slack. An overflow that
+ * overwrote that word must not make the freed block's size wrong in later reports.
+ */
+SEC("syscall")
+int asan_test_size_word_overwritten(struct arena_test_ctx *ctx)
+{
+	struct asan_report __arena *r;
+	u64 p = (u64)arena_malloc(100), n;
+	u32 slot;
+	int hits = 0;
+
+	ARENA_ASSERT(p);
+	n = reports();
+	touch(p + 100, 1, 1);
+	hits += caught(n, p + 100, ASAN_OUT_OF_BOUNDS, 1);
+	r = &state()->reports[n % ASAN_MAX_REPORTS];
+	slot = r->slot_size;
+	ARENA_ASSERT(slot >= 100 + ASAN_REDZONE_SIZE && slot <= 4096);
+	ARENA_ASSERT_EQ(r->block_size, 100);
+	n = reports();
+	touch(p + slot - 8, 8, 1);	/* the size word */
+	hits += caught(n, p + slot - 8, ASAN_OUT_OF_BOUNDS, 1);
+	ARENA_ASSERT_EQ(arena_free((void __arena *)p), 0);
+	n = reports();
+	touch(p + 96, 4, 0);
+	hits += caught(n, p + 96, ASAN_USE_AFTER_FREE, 0);
+	r = &state()->reports[n % ASAN_MAX_REPORTS];
+	ARENA_ASSERT_EQ(r->block_size, 100);
+	ARENA_ASSERT(r->flags & ASAN_F_FREED);
+	arena_stdout("asan-seeded: caught %d of 3", hits);
+	arena_stdout("asan-expect: use-after-free read of 4 bytes at 0x%llx: 96 bytes into the "
+		     "freed 100-byte block at 0x%llx", p + 96, p);
+	ARENA_ASSERT_EQ(hits, 3);
+	return 0;
+}
+
 #else /* !LIBARENA_ASAN: the runner skips these in the plain build */
 
 SEC("syscall")

@@ -15,8 +15,9 @@
  *   ASAN_RELEASED      memory an allocator gave back to the kernel (wild access)
  *
  * Shadow exists only for memory the allocators manage (heap spans, buddy chunks and page
- * runs), mapped when they map it. Elsewhere (arena globals, pages a program maps itself)
- * the shadow reads 0, valid, and nothing is checked.
+ * runs), mapped when they map it, and for the arena's first pages (the arena globals),
+ * mapped valid at start. Elsewhere (pages a program maps itself) the shadow is not
+ * mapped: a load of it reads 0, valid, after a page fault, and nothing is checked.
  *
  * The allocators cooperate: fresh memory is ASAN_UNALLOCATED; arena_malloc(n) and
  * buddy_alloc(b, n) make exactly n bytes valid and keep at least ASAN_REDZONE_SIZE bytes
@@ -340,5 +341,9 @@ static __always_inline s8 asan_shadow_of(u64 addr)
 #define __noasan
 #endif /* LIBARENA_ASAN */
 #endif /* __BPF__ */
+
+#ifndef __noasan
+#define __noasan	/* plain builds, and the library's sources compiled for the host */
+#endif
 
 #endif /* __LIBARENA_ASAN_H */

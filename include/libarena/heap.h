@@ -57,6 +57,8 @@
 #define HEAP_SPAN_SIZE		(1u << HEAP_SPAN_SHIFT)
 #define HEAP_SMALL_SPAN		(64u << 10)		/* mapped for small classes */
 #define HEAP_MEDIUM_SPAN	HEAP_SPAN_SIZE		/* mapped for medium classes */
+/* Bytes mapped for a span of a kind (0 small, 1 medium). */
+#define HEAP_KIND_SPAN(kind)	((kind) ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN)
 #define HEAP_SMALL_MAX		8192
 #define HEAP_MEDIUM_MAX		65536
 #define HEAP_NR_SMALL		32	/* 16..128 by 16, then 4 per power of two */
