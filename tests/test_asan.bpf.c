@@ -473,6 +473,64 @@ int asan_test_size_word_overwritten(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/*
+ * The arena's first pages (the globals) get a shadow that says valid: asan_init maps it,
+ * and asan_map_low() extends it. A store to a shadow page that is not mapped is dropped
+ * on 6.12, which tells mapped from not.
+ */
+SEC("syscall")
+int asan_test_first_pages(struct arena_test_ctx *ctx)
+{
+	struct asan_state __arena *st = state();
+	u64 base = (u64)&later[0] & ~0xffffffffull, low = st->low_pages, inside, beyond;
+
+	ARENA_ASSERT(low >= ASAN_LOW_PAGES);
+	ARENA_ASSERT(!asan_shadow_set(&later[0]));
+	ARENA_ASSERT_EQ(asan_map_low(ARENA_PAGES), -E2BIG);
+	ARENA_ASSERT_EQ(asan_map_low(low), 0);
+	ARENA_ASSERT_EQ(st->low_pages, low);
+	inside = base + (low + 63) * 4096;
+	beyond = base + (low + 64 + 8) * 4096;
+	ARENA_ASSERT_EQ(asan_poison((void __arena *)inside, ASAN_REDZONE, 8), 0);
+	ARENA_ASSERT(!asan_shadow_set((void __arena *)inside));	/* not mapped yet */
+	ARENA_ASSERT_EQ(asan_map_low(low + 64), 0);
+	ARENA_ASSERT_EQ(st->low_pages, low + 64);
+	ARENA_ASSERT(!asan_shadow_set((void __arena *)inside));	/* mapped, valid */
+	ARENA_ASSERT_EQ(asan_poison((void __arena *)inside, ASAN_REDZONE, 8), 0);
+	ARENA_ASSERT(asan_shadow_set((void __arena *)inside));
+	ARENA_ASSERT_EQ(asan_unpoison((void __arena *)inside, 8), 0);
+	ARENA_ASSERT(!asan_shadow_set((void __arena *)inside));
+	ARENA_ASSERT_EQ(asan_poison((void __arena *)beyond, ASAN_REDZONE, 8), 0);
+	ARENA_ASSERT(!asan_shadow_set((void __arena *)beyond));
+	arena_stdout("asan-expect: none");
+	return 0;
+}
+
+/* p[-1] of the heap window's very first object: the granule before it is poisoned too. */
+SEC("syscall")
+int asan_test_heap_window_edge(struct arena_test_ctx *ctx)
+{
+	u64 base = (u64)&later[0] & ~0xffffffffull, first = base + HEAP_WINDOW_START, n;
+	struct arena_heap_span __arena *sp0;
+	void __arena *p = arena_malloc_sleepable(16);	/* the heap has spans */
+	u32 kind;
+	int hits;
+
+	ARENA_ASSERT(p);
+	sp0 = (struct arena_heap_span __arena *)(base + HEAP_DESC_START);
+	ARENA_ASSERT_EQ(sp0->magic, HEAP_SPAN_MAGIC);	/* span 0 is the first one mapped */
+	/* Its first object allocated: out of bounds, before it; if not: never allocated. */
+	kind = asan_shadow_of(first) >= 0 ? ASAN_OUT_OF_BOUNDS : ASAN_WILD_ACCESS;
+	n = reports();
+	touch(first - 1, 1, 0);
+	hits = caught(n, first - 1, kind, 0);
+	arena_free(p);
+	arena_stdout("asan-seeded: caught %d of 1", hits);
+	arena_stdout("asan-expect: read of 1 byte at 0x%llx", first - 1);
+	ARENA_ASSERT_EQ(hits, 1);
+	return 0;
+}
+
 #else /* !LIBARENA_ASAN: the runner skips these in the plain build */
 
 SEC("syscall")
