@@ -106,15 +106,23 @@ __weak int asan_shadow_map(u64 addr, u64 size, s8 fill)
 __weak int asan_map_low(u64 pages)
 {
 	struct asan_state __arena *st = &asan_state;
+	u64 old;
+	u32 i;
 
 	if (pages < ASAN_LOW_PAGES)
 		pages = ASAN_LOW_PAGES;
-	if (pages > ARENA_PAGES / 2)
+	/* Below the heap window: its shadow says never allocated until spans are mapped. */
+	if (pages > HEAP_WINDOW_START / 4096)
 		return -E2BIG;
 	if (READ_ONCE(st->low_pages) >= pages)
 		return 0;
-	st->low_pages = pages;
-	return asan_shadow_map(base(), pages * 4096, 0);
+	asan_shadow_map(base(), pages * 4096, 0);
+	for (i = zero; i < 64 && can_loop; i++) {
+		old = READ_ONCE(st->low_pages);
+		if (old >= pages || cmpxchg(&st->low_pages, old, pages) == old)
+			break;
+	}
+	return 0;
 }
 
 /* The first byte of [addr, addr + size) the shadow forbids, or 0. */

@@ -422,7 +422,11 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 	if (pages < 2 || pages > RUN_MAX_PAGES + 1)
 		return -EINVAL;
 #ifdef LIBARENA_ASAN
-	asan_poison(run, ASAN_RELEASED, (u64)pages * 4096);
+	/*
+	 * Valid again, not ASAN_RELEASED: runs lie outside the allocator windows, and the
+	 * next bpf_arena_alloc_pages(NULL), the program's own too, may get these pages.
+	 */
+	asan_poison(run, 0, (u64)pages * 4096);
 #endif
 	if (buddy_lock(b))
 		return -ETIMEDOUT;

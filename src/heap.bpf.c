@@ -952,11 +952,14 @@ static __noinline int span_new(u32 kind)
 		atomic_add(&g->pages_mapped, pages);
 #ifdef LIBARENA_ASAN
 		/*
-		 * And the granule before it, so p[-1] of its first object is caught (before
-		 * span 0 it is never allocated: nothing else maps the window's edge).
+		 * And the granule before it, so p[-1] of its first object is caught. Before
+		 * span 0 that is outside the window: only that one granule is poisoned.
 		 */
 		asan_shadow_map(span_addr(s) - ASAN_GRANULE, HEAP_SPAN_SIZE + ASAN_GRANULE,
-				ASAN_UNALLOCATED);
+				s ? ASAN_UNALLOCATED : 0);
+		if (!s)
+			asan_poison((void __arena *)(span_addr(0) - ASAN_GRANULE),
+				    ASAN_UNALLOCATED, ASAN_GRANULE);
 		asan_poison((void __arena *)span_addr(s), ASAN_UNALLOCATED, HEAP_SPAN_SIZE);
 #endif
 		return s;

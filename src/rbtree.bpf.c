@@ -50,7 +50,7 @@ typedef struct rbnode __arena rbnode_t;
  * The sanitizer build calls the rebalancing code instead of inlining it, and does not
  * check it access by access: its checks multiply the verifier's pending branches past
  * its limit (8192 jumps). It only touches nodes the checked walks reached, their
- * siblings and their children.
+ * siblings and their children, and the node being linked (rb_insert_node checks it).
  */
 #ifdef LIBARENA_ASAN
 #define __rebalance static __noinline __noasan
@@ -478,6 +478,10 @@ __weak int rb_insert_node(struct rbtree __arena *t __arg_arena,
 		return BROKEN("rb_insert_node", t);
 	if (found)
 		return -EALREADY;
+#ifdef LIBARENA_ASAN
+	/* link_node writes the node's links and colour unchecked: check the whole node. */
+	asan_check_range((u64)node, sizeof(*node), 1);
+#endif
 	return link_node(t, node, parent, dir);
 }
 

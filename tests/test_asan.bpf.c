@@ -444,7 +444,7 @@ SEC("syscall")
 int asan_test_size_word_overwritten(struct arena_test_ctx *ctx)
 {
 	struct asan_report __arena *r;
-	u64 p = (u64)arena_malloc(100), n;
+	u64 p = (u64)arena_malloc(100), p1, n;
 	u32 slot;
 	int hits = 0;
 
@@ -466,10 +466,26 @@ int asan_test_size_word_overwritten(struct arena_test_ctx *ctx)
 	r = &state()->reports[n % ASAN_MAX_REPORTS];
 	ARENA_ASSERT_EQ(r->block_size, 100);
 	ARENA_ASSERT(r->flags & ASAN_F_FREED);
-	arena_stdout("asan-seeded: caught %d of 3", hits);
+
+	/* A well-formed word with a wrong size: the shadow disagrees, the size stays right. */
+	p1 = p;
+	p = (u64)arena_malloc(100);
+	ARENA_ASSERT(p);
+	n = reports();
+	*(u64 __arena *)(p + slot - 8) = asan__size_word(p, 50);
+	hits += caught(n, p + slot - 8, ASAN_OUT_OF_BOUNDS, 1);
+	ARENA_ASSERT_EQ(arena_free((void __arena *)p), 0);
+	n = reports();
+	touch(p + 99, 1, 0);
+	hits += caught(n, p + 99, ASAN_USE_AFTER_FREE, 0);
+	r = &state()->reports[n % ASAN_MAX_REPORTS];
+	ARENA_ASSERT_EQ(r->block_size, 100);
+	arena_stdout("asan-seeded: caught %d of 5", hits);
 	arena_stdout("asan-expect: use-after-free read of 4 bytes at 0x%llx: 96 bytes into the "
-		     "freed 100-byte block at 0x%llx", p + 96, p);
-	ARENA_ASSERT_EQ(hits, 3);
+		     "freed 100-byte block at 0x%llx", p1 + 96, p1);
+	arena_stdout("asan-expect: use-after-free read of 1 byte at 0x%llx: 99 bytes into the "
+		     "freed 100-byte block at 0x%llx", p + 99, p);
+	ARENA_ASSERT_EQ(hits, 5);
 	return 0;
 }
 

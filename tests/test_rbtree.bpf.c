@@ -590,8 +590,17 @@ int test_rbtree_iteration_and_ranges(struct arena_test_ctx *ctx)
 SEC("syscall")
 int test_rbtree_errors_and_damage(struct arena_test_ctx *ctx)
 {
+#ifdef LIBARENA_ASAN
+	struct asan_state __arena *st = (struct asan_state __arena *)asan_state_addr();
+	u64 before = READ_ONCE(st->nr_reports);
+#endif
+
 	RUN(rbtree_bad_calls);
 	RUN(rbtree_damaged);
+#ifdef LIBARENA_ASAN
+	/* The two uses of a destroyed tree rbtree_bad_calls expects, and nothing else. */
+	ARENA_ASSERT_EQ(READ_ONCE(st->nr_reports) - before, 2);
+#endif
 	return 0;
 }
 

@@ -20,8 +20,9 @@
  * mapped: a load of it reads 0, valid, after a page fault, and nothing is checked.
  *
  * The allocators cooperate: fresh memory is ASAN_UNALLOCATED; arena_malloc(n) and
- * buddy_alloc(b, n) make exactly n bytes valid and keep at least ASAN_REDZONE_SIZE bytes
- * of poisoned slack after them (so p[n] is caught for every n, up to the largest block);
+ * buddy_alloc(b, n) make exactly n bytes valid, the rest of the block poisoned;
+ * arena_malloc asks for n + ASAN_REDZONE_SIZE bytes, so its p[n] is caught for every n up
+ * to the largest buddy block less the redzone;
  * arena_free() poisons the block and parks it in a quarantine of ASAN_QUARANTINE_DEFAULT
  * blocks before it is really freed, so a late use is still caught; a double free and a
  * free of a pointer no allocator handed out are reported as such.
