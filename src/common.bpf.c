@@ -2,7 +2,11 @@
 /* The common layer's programs: what user space asks the library. */
 #include <libarena/common.h>
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+/*
+ * No license section here or anywhere in the library: the program that links the
+ * library names its own ("GPL", "Dual BSD/GPL", ...), and bpftool refuses two
+ * different ones in one link. The kernel then checks it against the GPL-only kfuncs.
+ */
 
 SEC("syscall")
 __weak int arena_get_info(struct arena_get_info_args *args)

@@ -7,7 +7,8 @@
 #include <libarena/common.h>
 #include <libarena/test.h>
 
-char _license[] SEC("license") = "Dual BSD/GPL";
+/* The most common licence line: the library must link with it (it carries none). */
+char _license[] SEC("license") = "GPL";
 
 #define BUCKETS 16
 #define ROUNDS 50000
