@@ -16,7 +16,8 @@
 #   make host-test the host-native tests only
 #   make vm-test   the VM tests only
 #   make bench     the allocator benchmark, in the VM (figures, not pass/fail), and
-#                  again in the sanitizer build with the ratio (clang 22)
+#                  again in the sanitizer build with the ratio (clang 22); plots the
+#                  figures into build/bench.svg (gnuplot)
 #   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner | print-lib
 #
 # Which kernel and compiler (a "cell" of the test matrix):
@@ -107,7 +108,9 @@ run: lib
 	@$(VM) -- examples/run-all $(OUT)
 
 bench: lib
-	@$(VM) -- scripts/asan-bench $(OUT)
+	@rm -f $(OUT)/bench.dat
+	@$(VM) -w $(OUT) -- env BENCH_DATA=$(OUT)/bench.dat scripts/asan-bench $(OUT)
+	@scripts/bench-plot $(OUT)/bench.dat $(OUT)/bench.svg
 
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 print-user-libs print-lib:

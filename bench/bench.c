@@ -36,7 +36,7 @@ struct bench_args {
 #define MAX_THREADS 8
 
 static struct bpf_object *obj;
-static struct bpf_program *run_prog;
+static struct bpf_program *run_prog, *ref_prog;
 static pthread_barrier_t start;
 
 static double now(void)
@@ -49,6 +49,7 @@ static double now(void)
 
 struct thread {
 	pthread_t tid;
+	struct bpf_program *prog;
 	struct bench_args a;
 	double t0, t1;
 	int err;
@@ -69,7 +70,7 @@ static void *thread_fn(void *p)
 	 * thread that shares a CPU with a running program waits until it is done.
 	 */
 	t->t0 = now();
-	t->err = libarena_run_prog(run_prog, &t->a, sizeof(t->a), &ret);
+	t->err = libarena_run_prog(t->prog, &t->a, sizeof(t->a), &ret);
 	t->t1 = now();
 	if (!t->err)
 		t->err = ret;
@@ -77,7 +78,8 @@ static void *thread_fn(void *p)
 }
 
 /* Run one cell on n threads; total allocations per second, or < 0. */
-static double cell(u32 alloc, u32 batch, u32 size, u32 ops, int n, u32 *failed)
+static double cell(struct bpf_program *prog, u32 alloc, u32 batch, u32 size, u32 ops, int n,
+		   u32 *failed)
 {
 	struct thread t[MAX_THREADS];
 	double t0 = 0, t1 = 0, secs;
@@ -88,6 +90,7 @@ static double cell(u32 alloc, u32 batch, u32 size, u32 ops, int n, u32 *failed)
 	*failed = 0;
 	for (i = 0; i < n; i++) {
 		memset(&t[i], 0, sizeof(t[i]));
+		t[i].prog = prog;
 		t[i].a = (struct bench_args){ .alloc = alloc, .batch = batch, .size = size,
 					      .ops = ops, .thread = i };
 		pthread_create(&t[i].tid, NULL, thread_fn, &t[i]);
@@ -149,12 +152,9 @@ struct result {
 	u32 failed, ops;
 };
 
-static void measure(struct result *r, u32 al, u32 batch, u32 size, int threads)
+static void record(struct result *r, double v, u32 failed, u32 ops)
 {
-	u32 ops = al == ALLOC_BUDDY ? 64 * 256 : 256 * 256, failed;
-	double v = cell(al, batch, size, ops, threads, &failed);
-
-	r->ops = ops * threads;
+	r->ops = ops;
 	if (v < 0 || r->best < 0) {
 		r->best = -1;
 		return;
@@ -163,6 +163,36 @@ static void measure(struct result *r, u32 al, u32 batch, u32 size, int threads)
 		r->failed = failed;
 	if (v > r->best)
 		r->best = v;
+}
+
+/* ns per allocation+free on one thread, or 0 when there is no figure. */
+static double ns_of(const struct result *r, int threads)
+{
+	return r->best > 0 && !r->failed ? 1e9 * threads / r->best : 0;
+}
+
+static void measure(struct result *r, u32 al, u32 batch, u32 size, int threads)
+{
+	u32 ops = al == ALLOC_BUDDY ? 64 * 256 : 256 * 256, failed;
+	double v = cell(run_prog, al, batch, size, ops, threads, &failed);
+
+	record(r, v, failed, ops * threads);
+}
+
+/* The reference loops of bench_ref (REF_*), pairs of 64-byte nodes. */
+enum { REF_LOOP, REF_LIST, REF_PREEMPT, NR_REFS };
+static const char *const ref_names[] = {
+	"empty can_loop iteration",
+	"bare arena free list, pop + push",
+	"the same, each half preemption-disabled",
+};
+
+static void measure_ref(struct result *r, u32 ref, int threads)
+{
+	u32 failed;
+	double v = cell(ref_prog, ref, 0, 64, 256 * 256, threads, &failed);
+
+	record(r, v, failed, 256 * 256 * threads);
 }
 
 static void print_result(const struct result *r, const struct result *heap, u32 al,
@@ -183,9 +213,91 @@ static void print_result(const struct result *r, const struct result *heap, u32 
 	}
 }
 
+/* a / b as " 1.23x", or "-" when either has no figure. */
+static void print_ratio(double a, double b)
+{
+	if (a > 0 && b > 0)
+		printf(" %8.2fx", a / b);
+	else
+		printf(" %9s", "-");
+}
+
+/*
+ * The heap against its peers and the limit, one thread: how many times faster than
+ * bpf_obj_new and the buddy allocator, and how many times the preemption-disabled free
+ * list (the cheapest per-CPU list this kernel allows) it costs. Then the goals.
+ */
+static void print_versus(struct result res[2][2][NR_SIZES][NR_ALLOCS],
+			 struct result ref[2][NR_REFS])
+{
+	double limit = ns_of(&ref[0][REF_PREEMPT], 1), worst_limit = 0, worst_obj = 1e9;
+	double worst_buddy = 1e9;
+
+	printf("\nheap against its peers, 1 thread: x faster than each (their ns / heap's), "
+	       "and x the limit (heap's ns / the preemption-disabled free list's)\n");
+	printf("%-6s %-5s %9s %9s %9s %9s\n", "work", "size", "heap ns", "obj_new", "buddy",
+	       "limit");
+	for (u32 b = 0; b < 2; b++) {
+		for (u32 s = 0; s < NR_SIZES; s++) {
+			double h = ns_of(&res[0][b][s][ALLOC_HEAP], 1);
+			double o = ns_of(&res[0][b][s][ALLOC_OBJ], 1);
+			double d = ns_of(&res[0][b][s][ALLOC_BUDDY], 1);
+
+			if (!h)
+				continue;
+			printf("%-6s %-5u %9.1f", b ? "batch" : "pairs", sizes[s], h);
+			print_ratio(o, h);
+			print_ratio(d, h);
+			print_ratio(h, limit);
+			printf("\n");
+			if (!b && sizes[s] <= 64) {
+				if (limit && h / limit > worst_limit)
+					worst_limit = h / limit;
+				if (o && o / h < worst_obj)
+					worst_obj = o / h;
+			}
+			if (b && d && d / h < worst_buddy)
+				worst_buddy = d / h;
+		}
+	}
+	printf("goal: 16 B and 64 B pairs at most 2x the limit: %.2fx (%s)\n", worst_limit,
+	       worst_limit && worst_limit <= 2 ? "met" : "NOT met");
+	printf("goal: 16 B and 64 B pairs at least 5x faster than bpf_obj_new: %.2fx (%s)\n",
+	       worst_obj, worst_obj >= 5 && worst_obj < 1e9 ? "met" : "NOT met");
+	printf("goal: batches of 256 at least 5x faster than the buddy allocator: %.2fx (%s)\n",
+	       worst_buddy, worst_buddy >= 5 && worst_buddy < 1e9 ? "met" : "NOT met");
+}
+
+/* BENCH_DATA=FILE: the figures as "key value" lines, for scripts/bench-plot. */
+static void write_data(const char *path, struct result res[2][2][NR_SIZES][NR_ALLOCS],
+		       struct result ref[2][NR_REFS], int ncpu)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		perror(path);
+		return;
+	}
+	fprintf(f, "# work size alloc ns_1_thread allocs_per_s_1 allocs_per_s_all cpus\n");
+	for (u32 b = 0; b < 2; b++)
+		for (u32 s = 0; s < NR_SIZES; s++)
+			for (u32 al = 0; al < NR_ALLOCS; al++)
+				fprintf(f, "%s %u %s %.1f %.0f %.0f %d\n", b ? "batch" : "pairs",
+					sizes[s], alloc_names[al],
+					ns_of(&res[0][b][s][al], 1),
+					res[0][b][s][al].failed ? 0 : res[0][b][s][al].best,
+					res[1][b][s][al].failed ? 0 : res[1][b][s][al].best, ncpu);
+	for (u32 r = 0; r < NR_REFS; r++)
+		fprintf(f, "ref %u ref%u %.1f %.0f %.0f %d\n", 64, r, ns_of(&ref[0][r], 1),
+			ref[0][r].best, ref[1][r].best, ncpu);
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
-	static struct result res[2][2][NR_SIZES][NR_ALLOCS];
+	static struct result res[2][2][NR_SIZES][NR_ALLOCS], ref[2][NR_REFS];
+	const char *data_path = getenv("BENCH_DATA");
+	bool quick = getenv("BENCH_QUICK");
 	const char *env = getenv("BENCH_ROUNDS");
 	int rounds = env && atoi(env) > 0 ? atoi(env) : 3;
 	struct arena_heap_refill_args cfg = { .reserve_small = 32, .reserve_medium = 8 };
@@ -206,6 +318,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	run_prog = bpf_object__find_program_by_name(obj, "bench_run");
+	ref_prog = bpf_object__find_program_by_name(obj, "bench_ref");
 	/* Reserves big enough for a batch of 256 x 4 KiB on every CPU: 16 spans each. */
 	if (libarena_heap_refill(obj, &cfg)) {
 		fprintf(stderr, "bench: arena_heap_refill failed\n");
@@ -223,14 +336,30 @@ int main(int argc, char **argv)
 	for (int ti = 0; ti < 2; ti++) {
 		int threads = ti ? ncpu : 1;
 
-		if (ti && ncpu == 1)
+		if (ti && (ncpu == 1 || quick))
 			break;
-		for (int round = 0; round < rounds; round++)
+		for (int round = 0; round < rounds; round++) {
+			for (u32 r = 0; r < NR_REFS; r++)
+				measure_ref(&ref[ti][r], r, threads);
 			for (u32 b = 0; b < 2; b++)
 				for (u32 s = 0; s < NR_SIZES; s++)
 					for (u32 al = 0; al < NR_ALLOCS; al++)
-						measure(&res[ti][b][s][al], al, b, sizes[s],
-							threads);
+						if (!quick || (!b && s < 2 && (al == ALLOC_HEAP ||
+									    al == ALLOC_OBJ)))
+							measure(&res[ti][b][s][al], al, b,
+								sizes[s], threads);
+		}
+		if (quick) {
+			/* BENCH_QUICK: for work on the fast path, the heap's pairs only. */
+			for (u32 r = 0; r < NR_REFS; r++)
+				printf("  %-42s %9.1f\n", ref_names[r], ns_of(&ref[0][r], 1));
+			print_versus(res, ref);
+			return 0;
+		}
+		printf("\n%d thread%s: the platform's limit, ns per iteration (64-byte nodes)\n",
+		       threads, threads > 1 ? "s" : "");
+		for (u32 r = 0; r < NR_REFS; r++)
+			printf("  %-42s %9.1f\n", ref_names[r], ns_of(&ref[ti][r], threads));
 		printf("\n%d thread%s (one per CPU), allocations per second and ns per "
 		       "allocation+free\n", threads, threads > 1 ? "s" : "");
 		printf("%-6s %-5s %-8s %12s %9s %7s\n", "work", "size", "alloc", "allocs/s",
@@ -241,6 +370,7 @@ int main(int argc, char **argv)
 					print_result(&res[ti][b][s][al], &res[ti][b][s][ALLOC_HEAP],
 						     al, b, sizes[s], threads);
 	}
+	print_versus(res, ref);
 	if (ncpu > 1) {
 		printf("\nscaling: allocs/s on %d CPUs at once / allocs/s on 1 (%d would be "
 		       "perfect; below 1, a lock collapses)\n", ncpu, ncpu);
@@ -264,8 +394,19 @@ int main(int argc, char **argv)
 				printf("\n");
 			}
 		}
+		{
+			struct result *one = &res[0][0][1][ALLOC_HEAP];
+			struct result *all = &res[1][0][1][ALLOC_HEAP];
+			double sc = one->best > 0 && all->best > 0 ? all->best / one->best : 0;
+
+			printf("goal: 64 B pairs on 2 CPUs at least 1.8x one: %.2fx on %d (%s)\n",
+			       sc, ncpu, ncpu == 2 ? (sc >= 1.8 ? "met" : "NOT met") :
+			       "not 2 CPUs: no verdict");
+		}
 	}
 
+	if (data_path)
+		write_data(data_path, res, ref, ncpu);
 	g = libarena_heap(obj);
 	for (u32 al = ALLOC_HEAP; al <= ALLOC_BUDDY; al++) {
 		memset(&a, 0, sizeof(a));

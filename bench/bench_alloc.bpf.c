@@ -192,24 +192,94 @@ static __noinline int one(struct bench_args *a, u32 k, bool put)
 	}
 }
 
+/*
+ * Pairs: each allocator's own calls straight in the loop, as a program would make them
+ * (one() and its switch would add the same cost to every allocator and hide ratios).
+ */
+static __noinline u32 pairs(struct bench_args *a, u32 *failed)
+{
+	u32 i, size = a->size, bad = zero;
+	void __arena *p;
+
+	switch (a->alloc) {
+	case ALLOC_HEAP:
+		for (i = zero; i < a->ops && can_loop; i++) {
+			p = arena_malloc(size);
+			if (!p) {
+				bad++;
+				continue;
+			}
+			arena_free(p);
+		}
+		break;
+	case ALLOC_BUDDY:
+		for (i = zero; i < a->ops && can_loop; i++) {
+			p = buddy_alloc(&bench_b, size);
+			if (!p) {
+				bad++;
+				continue;
+			}
+			buddy_free(&bench_b, p);
+		}
+		break;
+	case ALLOC_OBJ:
+		for (i = zero; i < a->ops && can_loop; i++)
+			bad += obj_pair(size) != 0;
+		break;
+	default:
+		for (i = zero; i < a->ops && can_loop; i++) {
+			if (one(a, 0, true)) {
+				bad++;
+				continue;
+			}
+			one(a, 0, false);
+		}
+	}
+	*failed = bad;
+	return i;
+}
+
+/* Batches of the heap and the buddy allocator, their calls straight in the loops too. */
+static __noinline u32 batches(struct bench_args *a, u32 *failed)
+{
+	u64 __arena *slots = batch[a->thread % MAX_THREADS];
+	u32 i, k, size = a->size, bad = zero, done = zero;
+	bool heap = a->alloc == ALLOC_HEAP;
+	void __arena *p;
+
+	for (i = zero; i < a->ops / BATCH && can_loop; i++) {
+		for (k = zero; k < BATCH && can_loop; k++) {
+			p = heap ? arena_malloc(size) : buddy_alloc(&bench_b, size);
+			bad += !p;
+			slots[k & (BATCH - 1)] = (u64)p;
+		}
+		for (k = zero; k < BATCH && can_loop; k++) {
+			p = (void __arena *)slots[k & (BATCH - 1)];
+			if (heap)
+				arena_free(p);
+			else
+				buddy_free(&bench_b, p);
+		}
+		done += BATCH;
+	}
+	*failed = bad;
+	return done;
+}
+
 SEC("syscall")
 int bench_run(struct bench_args *a)
 {
 	u32 i, k, done = zero, failed = zero;
 
 	if (!a->batch) {
-		for (i = zero; i < a->ops && can_loop; i++) {
-			if (a->alloc == ALLOC_OBJ) {
-				failed += obj_pair(a->size) != 0;
-				continue;
-			}
-			if (one(a, 0, true)) {
-				failed++;
-				continue;
-			}
-			one(a, 0, false);
-		}
-		a->done = i;
+		done = pairs(a, &failed);
+		a->done = done;
+		a->failed = failed;
+		return 0;
+	}
+	if (a->alloc == ALLOC_HEAP || a->alloc == ALLOC_BUDDY) {
+		done = batches(a, &failed);
+		a->done = done;
 		a->failed = failed;
 		return 0;
 	}
@@ -221,6 +291,81 @@ int bench_run(struct bench_args *a)
 		done += BATCH;
 	}
 	a->done = done;
+	a->failed = failed;
+	return 0;
+}
+
+/*
+ * The platform's limit, for the ratios: what the cheapest per-CPU free list costs on
+ * this kernel. REF_LOOP is an empty can_loop iteration, REF_LIST pops a 64-byte node off
+ * an arena free list and pushes it back, REF_PREEMPT does the same with each half inside
+ * bpf_preempt_disable/enable, as a per-CPU allocator that is safe against preemption
+ * must (its malloc and its free are two calls).
+ */
+enum { REF_LOOP, REF_LIST, REF_PREEMPT, NR_REFS };
+
+struct ref_node {
+	struct ref_node __arena *next;
+	u64 pad[7];
+};
+
+struct ref_node __arena_global ref_nodes[MAX_THREADS][BATCH];
+struct ref_node __arena *__arena_global ref_head[MAX_THREADS];
+
+static __always_inline struct ref_node __arena *ref_pop(u32 t)
+{
+	struct ref_node __arena *n = ref_head[t];
+
+	if (n)
+		ref_head[t] = n->next;
+	return n;
+}
+
+static __always_inline void ref_push(u32 t, struct ref_node __arena *n)
+{
+	n->next = ref_head[t];
+	ref_head[t] = n;
+}
+
+SEC("syscall")
+int bench_ref(struct bench_args *a)
+{
+	u32 t = a->thread % MAX_THREADS, i, k, failed = zero;
+	struct ref_node __arena *n;
+
+	ref_head[t] = NULL;
+	for (k = zero; k < BATCH && can_loop; k++)
+		ref_push(t, &ref_nodes[t][k]);
+	switch (a->alloc) {
+	case REF_LOOP:
+		for (i = zero; i < a->ops && can_loop; i++)
+			barrier_var(i);
+		break;
+	case REF_LIST:
+		for (i = zero; i < a->ops && can_loop; i++) {
+			n = ref_pop(t);
+			if (!n) {
+				failed++;
+				continue;
+			}
+			ref_push(t, n);
+		}
+		break;
+	default:
+		for (i = zero; i < a->ops && can_loop; i++) {
+			bpf_preempt_disable();
+			n = ref_pop(t);
+			bpf_preempt_enable();
+			if (!n) {
+				failed++;
+				continue;
+			}
+			bpf_preempt_disable();
+			ref_push(t, n);
+			bpf_preempt_enable();
+		}
+	}
+	a->done = i;
 	a->failed = failed;
 	return 0;
 }

@@ -300,10 +300,11 @@ static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
 static __noinline int claim_slot(void)
 {
 	u64 bits, bit;
-	int w, tries;
+	int w;
 
+	/* A word is left only when full: a lost race is retried, never counted. */
 	for (w = zero; w < BUDDY_NR_SLOTS / 64 && can_loop; w++) {
-		for (tries = 0; tries < 16 && can_loop; tries++) {
+		while (can_loop) {
 			bits = READ_ONCE(buddy_registry.claimed[w & 31]);
 			if (bits == ~0ull)
 				break;

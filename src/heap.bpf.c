@@ -18,11 +18,9 @@
 #endif
 
 #define SPAN_TRIES		8	/* slots to try when the kernel has a page there */
-#define PUSH_TRIES		4096	/* compare-and-swap rounds before a push gives up */
 #define SLOW_ROUNDS		4
 #define MEDIUM_PAGES		(HEAP_MEDIUM_SPAN / 4096)
 #define MEDIUM_FIRST		(10u << 10)	/* the medium class below 3 pages */
-#define FREE_TAG		0xf7eeb10cd0000000ull	/* ^ offset: in a free object's 2nd word */
 #define CLOCK_MONOTONIC		1
 
 _Static_assert(sizeof(struct arena_heap_span) == 64, "64 descriptors per page");
@@ -65,13 +63,12 @@ int bpf_wq_set_callback_impl(struct bpf_wq *wq,
 
 static __always_inline u64 heap_base(void)
 {
-	return (u64)&arena_heap_global & ~0xffffffffull;
+	return ARENA_USER_BASE;
 }
 
 static __always_inline struct arena_heap_span __arena *span_desc(u32 s)
 {
-	return (struct arena_heap_span __arena *)(heap_base() + HEAP_DESC_START +
-						  (u64)(s & (HEAP_NR_SPANS - 1)) * 64);
+	return __heap_span(s);
 }
 
 static __always_inline u64 span_addr(u32 s)
@@ -81,16 +78,12 @@ static __always_inline u64 span_addr(u32 s)
 
 static __always_inline struct arena_heap __arena *heap_at(u32 id)
 {
-	return (struct arena_heap __arena *)(heap_base() + HEAP_HEAPS_START +
-					     (u64)id * HEAP_HEAP_SIZE);
+	return __heap_of(id);
 }
 
 static __always_inline bool in_heap_window(u64 addr)
 {
-	u32 off = addr;
-
-	return (addr & ~0xffffffffull) == heap_base() && off >= HEAP_WINDOW_START &&
-	       off < HEAP_WINDOW_END;
+	return __heap_span_of(addr) < HEAP_NR_SPANS;
 }
 
 static __always_inline u32 kind_pages(u32 kind)
@@ -98,26 +91,7 @@ static __always_inline u32 kind_pages(u32 kind)
 	return HEAP_KIND_SPAN(kind) / 4096;
 }
 
-/*
- * Size classes: 16..128 by 16, four per power of two to 8 KiB, then 10 KiB and whole
- * pages to 64 KiB (so a trimmed span maps exactly what its objects cover).
- */
-static __always_inline u32 class_of(u64 size)
-{
-	u32 k, q;
-
-	if (size <= 128)
-		return (size + 15) / 16 - 1;
-	if (size <= HEAP_SMALL_MAX) {
-		k = arena_fls(size - 1) - 1;		/* 2^k < size <= 2^(k+1) */
-		q = (size - 1) >> (k - 2);		/* 4 .. 7 */
-		return 8 + (k - 7) * 4 + (q - 4);
-	}
-	if (size <= MEDIUM_FIRST)
-		return HEAP_NR_SMALL;
-	return HEAP_NR_SMALL + (u32)((size + 4095) / 4096) - 2;
-}
-
+/* Size classes: __heap_class() in heap.h maps a size; this is the rule behind it. */
 static __always_inline u32 class_size(u32 cls)
 {
 	u32 k, q;
@@ -147,7 +121,7 @@ __weak u32 arena_heap_class(u64 size)
 {
 	if (!size || size > HEAP_MEDIUM_MAX)
 		return HEAP_NR_CLASSES;
-	return class_of(size);
+	return __heap_class(size);
 }
 
 __weak u32 arena_heap_class_size(u32 cls)
@@ -172,14 +146,16 @@ static __always_inline u32 heap_target(struct arena_heap __arena *h, u32 kind)
 
 /*
  * Push onto a lock-free stack whose word is (index + 1) | count << 32, linking through
- * *link. Only ever taken whole, so no ABA. False if the word stayed contended.
+ * *link. Only ever taken whole, so no ABA. A failed round means another push won: retry
+ * for as long as the verifier's loop budget lasts (BPF_MAX_LOOPS rounds of the calling
+ * function), never a fixed count that TCG's unfair atomics could exhaust. False only
+ * when that budget is spent.
  */
 static __always_inline bool stack_push(u64 __arena *word, u32 __arena *link, u32 item)
 {
 	u64 old, new;
-	int i;
 
-	for (i = zero; i < PUSH_TRIES && can_loop; i++) {
+	while (can_loop) {
 		old = READ_ONCE(*word);
 		*link = (u32)old;
 		new = (u64)item | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
@@ -193,21 +169,18 @@ static __always_inline bool stack_push(u64 __arena *word, u32 __arena *link, u32
 
 static __always_inline struct arena_heap __arena *heap_enter(void)
 {
-	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h;
 	u32 cpu = bpf_get_smp_processor_id(), lvl;
 
-	if (cpu >= READ_ONCE(g->nr_cpus))
+	/* A heap not created yet reads magic 0, mapped or not: no need to load nr_cpus. */
+	if (cpu >= HEAP_MAX_CPUS)
 		return NULL;
 #pragma unroll
 	for (lvl = 0; lvl < HEAP_LEVELS; lvl++) {
 		h = heap_at(cpu * HEAP_LEVELS + lvl);
 		if (READ_ONCE(h->magic) != HEAP_MAGIC)
 			return NULL;
-		if (!READ_ONCE(h->busy)) {
-			/* An interrupting program runs to completion before we go on. */
-			WRITE_ONCE(h->busy, 1);
-			barrier();
+		if (__heap_try_enter(h)) {
 			if (lvl) {
 				h->used = 1;
 				h->stats.nested++;
@@ -220,8 +193,7 @@ static __always_inline struct arena_heap __arena *heap_enter(void)
 
 static __always_inline void heap_exit(struct arena_heap __arena *h)
 {
-	barrier();
-	WRITE_ONCE(h->busy, 0);
+	__heap_leave(h);
 }
 
 static __always_inline void link_partial(struct arena_heap __arena *h, u32 s,
@@ -264,6 +236,8 @@ static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
 	if (h->current[sp->cls % HEAP_NR_CLASSES] == s + 1)
 		h->current[sp->cls % HEAP_NR_CLASSES] = 0;
 	limit = heap_target(h, kind) * g->high_water;
+	/* Owned only while active: the inlined free's owner test stands for the state test. */
+	sp->owner = 0;
 	/* Not trimmed yet: cancel it, the span is whole. Trimmed (or being): the kernel's. */
 	if (sp->trim == HEAP_TRIM_PENDING)
 		cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_CANCELLED);
@@ -282,6 +256,8 @@ static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
 	if (stack_push(&g->release, &sp->link, s + 1)) {
 		h->stats.spans_released++;
 		WRITE_ONCE(g->want, 1);
+	} else {
+		atomic_add(&g->lost_spans, 1);
 	}
 }
 
@@ -322,30 +298,19 @@ static __noinline bool collect(struct arena_heap_span __arena *sp, u32 s)
 static __always_inline u64 alloc_fast(struct arena_heap __arena *h, u32 cls)
 {
 	struct arena_heap_span __arena *sp;
-	u32 s = h->current[cls], off;
-	u64 obj;
+	u64 obj = __heap_pop(h, cls);
+	u32 s;
 
-	if (!s)
-		return 0;
-	sp = span_desc(s - 1);
-	off = sp->local;
-	if (off) {
-		if (((off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s - 1) {
-			sp->local = 0;		/* not this span's: a damaged list */
-			return 0;
-		}
-		obj = heap_base() + off;
-		sp->local = *(u32 __arena *)obj;
-	} else if (sp->bump < sp->capacity) {
-		obj = span_addr(s - 1) + (u64)sp->bump * sp->size;
-		sp->bump++;
-	} else {
-		return 0;
+	if (obj)
+		return obj;
+	s = h->current[cls];
+	if (s) {
+		sp = span_desc(s - 1);
+		/* A local list that leaves the span is damaged: drop it, go on with the rest. */
+		if (sp->local && ((sp->local - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s - 1)
+			sp->local = 0;
 	}
-	((u64 __arena *)obj)[1] = 0;		/* no longer tagged free */
-	sp->used++;
-	h->stats.allocs++;
-	return obj;
+	return 0;
 }
 
 /* Full spans some remote free made usable again: back onto their class lists. */
@@ -425,6 +390,7 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 #endif
 	sp->cls = cls;
 	sp->size = class_size(cls);
+	sp->recip = span_recip(sp->size);
 	sp->capacity = HEAP_KIND_SPAN(kind) / sp->size;
 	sp->bump = sp->local = sp->used = 0;
 	sp->remote = 0;
@@ -482,12 +448,7 @@ static __noinline u64 alloc_slow(struct arena_heap __arena *h, u32 cls)
 static __always_inline void free_local(struct arena_heap __arena *h, u32 s,
 				       struct arena_heap_span __arena *sp, u64 obj)
 {
-	*(u32 __arena *)obj = sp->local;
-	((u64 __arena *)obj)[1] = FREE_TAG ^ (u32)obj;
-	sp->local = (u32)obj;
-	if (sp->used)
-		sp->used--;
-	h->stats.frees++;
+	__heap_push(h, sp, obj, sp->used ? sp->used : 1);
 	if (READ_ONCE(sp->remote) & HEAP_REMOTE_FULL) {
 		/* Parked full: unpark, unless a remote free did and queued it as revived. */
 		if (cmpxchg(&sp->remote, HEAP_REMOTE_FULL, 0) != HEAP_REMOTE_FULL)
@@ -498,15 +459,16 @@ static __always_inline void free_local(struct arena_heap __arena *h, u32 s,
 		span_retire(h, s, sp);
 }
 
-/* Any heap (or none): push onto the span's remote list; revive it if it was full. */
-static __always_inline int free_remote(u32 s, struct arena_heap_span __arena *sp, u64 obj)
+/*
+ * Push obj onto span s's remote list; revive the span if it was parked full. False only
+ * when the loop budget ran out before a compare-and-swap got through.
+ */
+static __always_inline bool remote_push(u32 s, struct arena_heap_span __arena *sp, u64 obj)
 {
 	struct arena_heap __arena *owner;
 	u64 old, new;
-	int i;
 
-	((u64 __arena *)obj)[1] = FREE_TAG ^ (u32)obj;
-	for (i = zero; i < PUSH_TRIES && can_loop; i++) {
+	while (can_loop) {
 		old = READ_ONCE(sp->remote);
 		*(u32 __arena *)obj = (u32)old;
 		new = (obj & 0xffffffffull) | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
@@ -515,11 +477,74 @@ static __always_inline int free_remote(u32 s, struct arena_heap_span __arena *sp
 		if (old & HEAP_REMOTE_FULL) {
 			owner = heap_at((sp->owner - 1) % HEAP_MAX_HEAPS);
 			if (!stack_push(&owner->revived, &sp->link, s + 1))
-				return -EAGAIN;
+				atomic_add(&arena_heap_global.lost_spans, 1);
 		}
-		return 0;
+		return true;
 	}
-	return -EAGAIN;
+	return false;
+}
+
+/* The span a heap-window address belongs to. */
+static __always_inline u32 span_of(u64 obj)
+{
+	return ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+}
+
+/*
+ * Retry the remote frees parked on h, oldest last. A push that fails again (or the loop
+ * budget running out) leaves it and the rest parked for the next try: nothing is lost.
+ */
+static __noinline void drain_parked(struct arena_heap __arena *h)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 off = h->parked, next, i;
+	u64 obj;
+
+	h->parked = 0;
+	for (i = zero; off && i < HEAP_NR_SPANS * 4096 && can_loop; i++) {
+		obj = heap_base() + off;
+		if (!in_heap_window(obj)) {
+			atomic_add(&g->lost_frees, 1);	/* a damaged list: stop here */
+			return;
+		}
+		next = *(u32 __arena *)obj;
+		if (READ_ONCE(g->fail_remote) || !remote_push(span_of(obj), span_desc(span_of(obj)),
+							   obj)) {
+			*(u32 __arena *)obj = next;
+			break;
+		}
+		h->parked_nr--;
+		off = next;
+	}
+	h->parked = off;
+}
+
+/*
+ * A free into a span of another heap (h: the freeing heap, NULL when the CPU has none
+ * free). Tagged free first, so a second free of a parked object is caught too. When the
+ * push cannot get through, the object waits on h's parked list; only without any heap
+ * can a free be lost, and that is counted.
+ */
+static __always_inline int free_remote(struct arena_heap __arena *h, u32 s,
+				       struct arena_heap_span __arena *sp, u64 obj)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+
+	__heap_tag_free(obj);
+	if (h) {
+		h->stats.remote_frees++;
+		if (h->parked)
+			drain_parked(h);
+	}
+	if (!READ_ONCE(g->fail_remote) && remote_push(s, sp, obj))
+		return 0;
+	if (!h)
+		return -EAGAIN;
+	*(u32 __arena *)obj = h->parked;
+	h->parked = (u32)obj;
+	h->parked_nr++;
+	h->stats.parked++;
+	return 0;
 }
 
 /* ---- the public calls ---- */
@@ -570,7 +595,7 @@ __weak u64 arena_malloc_addr(u64 size)
 #endif
 	if (asz > HEAP_MEDIUM_MAX)
 		return malloc_large(size);
-	cls = class_of(asz);
+	cls = __heap_class(asz);
 	bpf_preempt_disable();
 	h = heap_enter();
 	if (h) {
@@ -618,21 +643,22 @@ __weak u64 arena_malloc_sleepable_addr(u64 size)
 	return 0;
 }
 
-/* Why a pointer cannot be freed, or 0. */
+/* Why a pointer cannot be freed, or NULL. */
 static __always_inline const char *bad_free(u32 s, struct arena_heap_span __arena *sp,
 					    u64 obj)
 {
-	u32 rel = (u32)obj - HEAP_WINDOW_START - (s << HEAP_SPAN_SHIFT), size = sp->size;
-
-	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !size)
+	switch (__heap_free_check(s, sp, obj)) {
+	case HEAP_FREE_OK:
+		return NULL;
+	case HEAP_FREE_NO_SPAN:
 		return "is not in an allocated span";
-	if (rel % size)
+	case HEAP_FREE_INTERIOR:
 		return "points into the middle of an object";
-	if (rel / size >= sp->bump)
+	case HEAP_FREE_NEVER:
 		return "was never allocated";
-	if (((u64 __arena *)obj)[1] == (FREE_TAG ^ (u32)obj))
+	default:
 		return "is already free (double free)";
-	return NULL;
+	}
 }
 
 static __always_inline int heap_free(void __arena *ptr)
@@ -657,7 +683,7 @@ static __always_inline int heap_free(void __arena *ptr)
 		arena_stderr("arena_free: %llx was not allocated by arena_malloc", obj);
 		return -EINVAL;
 	}
-	s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+	s = span_of(obj);
 	sp = span_desc(s);
 	why = bad_free(s, sp, obj);
 	if (why) {
@@ -667,19 +693,17 @@ static __always_inline int heap_free(void __arena *ptr)
 	}
 	bpf_preempt_disable();
 	h = heap_enter();
-	if (h && sp->owner == h->id + 1) {
+	if (h && sp->owner == h->id + 1)
 		free_local(h, s, sp, obj);
-	} else {
-		err = free_remote(s, sp, obj);
-		if (h)
-			h->stats.remote_frees++;
-	}
+	else
+		err = free_remote(h, s, sp, obj);
 	if (h)
 		heap_exit(h);
 	bpf_preempt_enable();
 	if (err) {
 		atomic_add(&g->lost_frees, 1);
-		arena_stderr("arena_free: %llx: the span's remote list stayed contended", obj);
+		arena_stderr("arena_free: %llx: no heap free on CPU %u and the span's remote "
+			     "list stayed contended: lost", obj, bpf_get_smp_processor_id());
 	}
 	return err;
 }
@@ -695,7 +719,7 @@ __weak int arena_free_now(void __arena *ptr __arg_arena)
  * Check and poison the block, then park it in the quarantine; the block that leaves the
  * quarantine is freed for real. Double and invalid frees are reported (and logged).
  */
-__weak int arena_free(void __arena *ptr __arg_arena)
+__weak int arena_free_slow(void __arena *ptr __arg_arena)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp;
@@ -708,9 +732,15 @@ __weak int arena_free(void __arena *ptr __arg_arena)
 	if (in_heap_window(obj)) {
 		s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
 		sp = span_desc(s);
-		if (bad_free(s, sp, obj))
-			kind = sp->size && ((u64 __arena *)obj)[1] == (FREE_TAG ^ (u32)obj) ?
-			       ASAN_DOUBLE_FREE : ASAN_INVALID_FREE;
+		switch (__heap_free_check(s, sp, obj)) {
+		case HEAP_FREE_OK:
+			break;
+		case HEAP_FREE_DOUBLE:
+			kind = ASAN_DOUBLE_FREE;
+			break;
+		default:
+			kind = ASAN_INVALID_FREE;
+		}
 		slot = sp->size;
 	} else {
 		b = arena_buddy_is_ready() ? buddy_block_of(obj) : 0;
@@ -736,7 +766,7 @@ __weak int arena_free(void __arena *ptr __arg_arena)
 	return 0;
 }
 #else
-__weak int arena_free(void __arena *ptr __arg_arena)
+__weak int arena_free_slow(void __arena *ptr __arg_arena)
 {
 	return heap_free(ptr);
 }
@@ -815,6 +845,8 @@ __weak int arena_heap_tidy(struct arena_heap __arena *h __arg_arena)
 	u32 cls, s, next, walked = zero;
 	int n = 0;
 
+	if (h->parked)
+		drain_parked(h);
 	take_revived(h);
 	for (cls = zero; cls < HEAP_NR_CLASSES && can_loop; cls++) {
 		s = h->current[cls];
@@ -881,10 +913,11 @@ __weak s64 arena_heap_outstanding(void)
 static __always_inline bool heap_claim_bit(u64 __arena *words, u32 nr_words, u32 *bit)
 {
 	u64 bits, low;
-	u32 w, tries;
+	u32 w;
 
+	/* A word is left only when full: a lost race is retried, never counted. */
 	for (w = zero; w < nr_words && can_loop; w++) {
-		for (tries = 0; tries < 16 && can_loop; tries++) {
+		while (can_loop) {
 			bits = READ_ONCE(words[w]);
 			if (bits == ~0ull)
 				break;
@@ -988,6 +1021,8 @@ static __noinline int release_spans(void)
 			/* Being trimmed, or still on the trim stack: the next pass frees it. */
 			if (stack_push(&g->release, &sp->link, s))
 				WRITE_ONCE(g->want, 1);
+			else
+				atomic_add(&g->lost_spans, 1);
 			s = next;
 			continue;
 		}
@@ -1129,8 +1164,10 @@ __weak int arena_heap_fill(u32 id)
 				arena_stderr("arena_heap_maintain: no pages for a span");
 				return -ENOMEM;
 			}
-			if (!stack_push(&h->reserve_in[kind], &span_desc(s)->next, s + 1))
+			if (!stack_push(&h->reserve_in[kind], &span_desc(s)->next, s + 1)) {
+				atomic_add(&arena_heap_global.lost_spans, 1);
 				return -EAGAIN;
+			}
 			mapped++;
 		}
 	}
@@ -1234,6 +1271,13 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 	u32 n = args->nr_cpus;
 	int err;
 
+	/* The inlined fast paths in heap.h address the arena from this constant. */
+	if (((u64)&arena_heap_global & ~0xffffffffull) != ARENA_USER_BASE) {
+		arena_stderr("arena_heap_refill: the arena is at %llx, not at ARENA_USER_BASE "
+			     "(%llx): was its map_extra changed?",
+			     (u64)&arena_heap_global & ~0xffffffffull, ARENA_USER_BASE);
+		return -EINVAL;
+	}
 	err = global_ready();
 	if (err)
 		return err;

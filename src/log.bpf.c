@@ -23,20 +23,20 @@ __weak u64 arena_log_addr(void)
 	return (u64)&arena_log_ring;
 }
 
-#define LOG_RESERVE_TRIES	64
 #define LINE_WORDS		(ARENA_LOG_LINE_MAX / 8)
 #define SLOT_WORDS		(ARENA_LOG_SLOT_TEXT / 8)
 
 /*
  * Reserve nslots consecutive positions; the first goes to *pos. Fails when the ring is
- * full or too contended. Positions are any u64: user space may have written anything.
+ * full (or, never seen, when the whole loop budget went to lost races). Positions are
+ * any u64: user space may have written anything.
  */
 static __always_inline int log_reserve(struct arena_log __arena *log, u32 nslots, u64 *pos)
 {
 	u64 head, tail;
-	int i;
 
-	for (i = zero; i < LOG_RESERVE_TRIES && can_loop; i++) {
+	/* A lost race is retried while the loop budget lasts: no line dropped for it. */
+	while (can_loop) {
 		/* tail first: read after head, a stale head could look behind tail. */
 		tail = smp_load_acquire(&log->tail);
 		head = READ_ONCE(log->head);

@@ -79,29 +79,6 @@ __weak s64 outstanding(void)
 	return n;
 }
 
-/*
- * Fill size bytes with a pattern derived from seed; check it. 0 when intact. Global, so
- * the verifier checks each once instead of unrolling its loop into every caller.
- */
-__weak int fill(u8 __arena *p __arg_arena, u32 size, u32 seed)
-{
-	u32 i;
-
-	for (i = zero; i < size && can_loop; i++)
-		p[i] = (u8)(seed + i * 7);
-	return i == size ? 0 : -E2BIG;
-}
-
-__weak int check(u8 __arena *p __arg_arena, u32 size, u32 seed)
-{
-	u32 i;
-
-	for (i = zero; i < size && can_loop; i++)
-		if (p[i] != (u8)(seed + i * 7))
-			return i + 1;
-	return i == size ? 0 : -E2BIG;
-}
-
 SEC("syscall")
 int test_heap_classes(struct arena_test_ctx *ctx)
 {
@@ -148,14 +125,14 @@ int test_heap_every_class(struct arena_test_ctx *ctx)
 				     span_of((u64)p)->cls ==
 				     arena_heap_class(size - (k & 1) + HEAP_SLACK));
 			hp[(cls * 4 + k) % NR_PTRS] = (u64)p;
-			ARENA_ASSERT_EQ(fill(p, size - (k & 1), cls * 4 + k), 0);
+			ARENA_ASSERT_EQ(arena_test_fill(p, size - (k & 1), cls * 4 + k), 0);
 		}
 	}
 	for (cls = zero; cls < HEAP_NR_CLASSES && can_loop; cls++) {
 		size = arena_heap_class_size(cls);
 		for (k = zero; k < 4 && can_loop; k++) {
 			p = (u8 __arena *)hp[(cls * 4 + k) % NR_PTRS];
-			ARENA_ASSERT_EQ(check(p, size - (k & 1), cls * 4 + k), 0);
+			ARENA_ASSERT_EQ(arena_test_check(p, size - (k & 1), cls * 4 + k), 0);
 			ARENA_ASSERT_EQ(arena_free(p), 0);
 			n++;
 		}
@@ -185,11 +162,11 @@ int test_heap_reuse(struct arena_test_ctx *ctx)
 	/* calloc gives zeroes even where a pattern was. */
 	a = arena_malloc(64);
 	ARENA_ASSERT(a);
-	ARENA_ASSERT_EQ(fill(a, 64, 5), 0);
+	ARENA_ASSERT_EQ(arena_test_fill(a, 64, 5), 0);
 	ARENA_ASSERT_EQ(arena_free(a), 0);
 	b = arena_calloc(4, 16);
 	ARENA_ASSERT(b == a);
-	ARENA_ASSERT_EQ(check(b, 64, 0) != 0, 1);
+	ARENA_ASSERT_EQ(arena_test_check(b, 64, 0) != 0, 1);
 	ARENA_ASSERT_EQ(((u64 __arena *)b)[0] | ((u64 __arena *)b)[7], 0);
 	ARENA_ASSERT_EQ(arena_free(b), 0);
 	ARENA_ASSERT_EQ(arena_heap_outstanding(), out);
@@ -214,7 +191,7 @@ int test_heap_large(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(arena_heap_outstanding(), out + 1);
 	ARENA_ASSERT(!((u64)p >= (((u64)p & ~0xffffffffull) | HEAP_WINDOW_START) &&
 		       (u32)(u64)p < HEAP_WINDOW_END));
-	ARENA_ASSERT_EQ(fill(p, 4096, 9), 0);
+	ARENA_ASSERT_EQ(arena_test_fill(p, 4096, 9), 0);
 	ARENA_ASSERT_EQ(arena_free(p), 0);
 	ARENA_ASSERT_EQ(g->large_allocs, la + 1);
 	ARENA_ASSERT_EQ(g->large_frees, lf + 1);
@@ -388,14 +365,14 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(sp->capacity, 2);
 	t = sp->trim;
 	ARENA_ASSERT(t == HEAP_TRIM_PENDING || t == HEAP_TRIM_BUSY || t == HEAP_TRIM_DONE);
-	ARENA_ASSERT_EQ(fill(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
-	ARENA_ASSERT_EQ(fill(b, TRIM_SIZE - 100, 2), 0);
+	ARENA_ASSERT_EQ(arena_test_fill(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
+	ARENA_ASSERT_EQ(arena_test_fill(b, TRIM_SIZE - 100, 2), 0);
 
 	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
 	ARENA_ASSERT_EQ(sp->trim, HEAP_TRIM_DONE);
 	ARENA_ASSERT(g->pages_trimmed >= trimmed + 32 - TRIM_USED);
-	ARENA_ASSERT_EQ(check(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
-	ARENA_ASSERT_EQ(check(b, TRIM_SIZE - 100, 2), 0);
+	ARENA_ASSERT_EQ(arena_test_check(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
+	ARENA_ASSERT_EQ(arena_test_check(b, TRIM_SIZE - 100, 2), 0);
 	/* The first trimmed page: the store is dropped, the load faults to 0. */
 	tail = (u8 __arena *)(((u64)a & ~(HEAP_SPAN_SIZE - 1ull)) + TRIM_USED * 4096);
 	ARENA_ASSERT_EQ(probe_gone_page(tail), 0);
@@ -422,8 +399,8 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 		b = arena_malloc(HEAP_MEDIUM_MAX - HEAP_SLACK);
 		ARENA_ASSERT(b);
 		if (span_of((u64)b) == sp) {
-			ARENA_ASSERT_EQ(fill(b, HEAP_MEDIUM_MAX - HEAP_SLACK, 3), 0);
-			ARENA_ASSERT_EQ(check(b, HEAP_MEDIUM_MAX - HEAP_SLACK, 3), 0);
+			ARENA_ASSERT_EQ(arena_test_fill(b, HEAP_MEDIUM_MAX - HEAP_SLACK, 3), 0);
+			ARENA_ASSERT_EQ(arena_test_check(b, HEAP_MEDIUM_MAX - HEAP_SLACK, 3), 0);
 		}
 		ARENA_ASSERT_EQ(arena_free(b), 0);
 	}
@@ -663,7 +640,7 @@ static __noinline int srun(u32 t, u32 seed)
 		k = next_rand(&x) % SLIVE;
 		p = sptr[t][k];
 		if (p) {
-			if (check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
+			if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
 				return 1000 + r;
 			if (arena_free((void __arena *)p))
 				return 2000 + r;
@@ -674,7 +651,7 @@ static __noinline int srun(u32 t, u32 seed)
 		p = (u64)arena_malloc(size);
 		if (!p)
 			continue;	/* a reserve ran dry: counted, not an error */
-		fill((u8 __arena *)p, size < 64 ? size : 64, t * 977 + k);
+		arena_test_fill((u8 __arena *)p, size < 64 ? size : 64, t * 977 + k);
 		sptr[t][k] = p;
 		ssize[t][k] = size;
 	}
@@ -682,7 +659,7 @@ static __noinline int srun(u32 t, u32 seed)
 		p = sptr[t][k];
 		if (!p)
 			continue;
-		if (check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
+		if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
 			return 3000 + k;
 		if (arena_free((void __arena *)p))
 			return 4000 + k;
@@ -708,7 +685,242 @@ int parallel_test_heap_stress__fini(struct arena_test_ctx *ctx)
 }
 
 /*
- * After both parallel tests (programs run in file order): every object they allocated
+ * A remote free whose push cannot get through parks the object on the freeing heap
+ * instead of giving up: fail_remote makes every push fail. Level 0 owns the objects;
+ * with level 0 marked busy, frees run on level 1 and park there. A parked object is
+ * already free (a second free is refused), and the next remote free, with pushes
+ * working again, drains the parked list: every object goes home, nothing is lost.
+ */
+#define PARK_N	8
+u64 __arena_global park_obj[PARK_N + 1];
+
+/* Free park_obj[from .. to - 1]: how many went through. Global: see test_heap_parked. */
+__weak int park_free(u32 from, u32 to)
+{
+	u32 k;
+	int n = 0;
+
+	for (k = from; k < to && k <= PARK_N && can_loop; k++)
+		n += arena_free((void __arena *)park_obj[k]) == 0;
+	return n;
+}
+
+/*
+ * Global, and leak-checked with arena_heap_outstanding(): with the span walk of
+ * outstanding() called after assertions, 6.12's verifier WARNs ("No program starts at
+ * insn", jit_subprogs) on this function.
+ */
+__weak int heap_parked(void)
+{
+	u32 cpu = bpf_get_smp_processor_id(), k, freed = 0, nr_parked, nr_after;
+	struct arena_heap __arena *h0 = heap_of(cpu * HEAP_LEVELS);
+	struct arena_heap __arena *h1 = heap_of(cpu * HEAP_LEVELS + 1);
+	struct arena_heap_global __arena *g = glob();
+	u64 parked = h1->stats.parked, lost = g->lost_frees;
+	struct arena_heap_span __arena *sp;
+	s64 before, span_out;
+	int again;
+
+	exact_frees();
+	ARENA_ASSERT_EQ(h1->magic, HEAP_MAGIC);
+	ARENA_ASSERT_EQ(h1->parked_nr, 0);
+	before = arena_heap_outstanding();
+	for (k = zero; k < PARK_N + 1 && can_loop; k++) {
+		park_obj[k] = (u64)arena_malloc(48);
+		ARENA_ASSERT(park_obj[k]);
+		ARENA_ASSERT_EQ(span_of(park_obj[k])->owner, cpu * HEAP_LEVELS + 1);
+	}
+	/* All nine in one span (a class-48 span holds 1365): its count before the frees. */
+	sp = span_of(park_obj[0]);
+	ARENA_ASSERT(sp == span_of(park_obj[PARK_N]));
+	span_out = sp->used - ((sp->remote >> 32) & HEAP_REMOTE_COUNT) - (PARK_N + 1);
+	/* Every assertion after the state is restored: a failure must not leave it set. */
+	g->fail_remote = 1;
+	h0->busy = 1;
+	/* Loops over the inlined arena_free in a global function: 6.12's jump history. */
+	freed = park_free(0, PARK_N);
+	again = arena_free((void __arena *)park_obj[0]);
+	nr_parked = h1->parked_nr;
+	g->fail_remote = 0;
+	/* Pushes work again: the next remote free takes the parked ones home first. */
+	freed += park_free(PARK_N, PARK_N + 1);
+	nr_after = h1->parked_nr;
+	h0->busy = 0;
+	ARENA_ASSERT_EQ(freed, PARK_N + 1);
+	ARENA_ASSERT_EQ(again, -EINVAL);
+	ARENA_ASSERT_EQ(nr_parked, PARK_N);
+	ARENA_ASSERT_EQ(h1->stats.parked, parked + PARK_N);
+	ARENA_ASSERT_EQ(nr_after, 0);
+	ARENA_ASSERT_EQ(g->lost_frees, lost);
+	/* Every parked object reached its span's remote list: the span counts them back. */
+	sp = span_of(park_obj[0]);
+	ARENA_ASSERT_EQ(sp->used - ((sp->remote >> 32) & HEAP_REMOTE_COUNT), span_out);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), before);
+	/* And level 0 hands them out again. */
+	for (k = zero; k < PARK_N + 1 && can_loop; k++) {
+		park_obj[k] = (u64)arena_malloc(48);
+		ARENA_ASSERT(park_obj[k]);
+	}
+	ARENA_ASSERT_EQ(park_free(0, PARK_N + 1), PARK_N + 1);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), before);
+	return 0;
+}
+
+SEC("syscall")
+int test_heap_parked(struct arena_test_ctx *ctx)
+{
+	return heap_parked();
+}
+
+/*
+ * Contention as bad as it gets: the init program's CPU's level-2 heap (what an NMI
+ * program would use) owns every object, so every free by every thread, on every CPU,
+ * is a remote free into its few spans (sizes 17..96 B: five classes, a span or two
+ * each). 4 threads, then 8, on however many vCPUs; every byte is checked before its
+ * free, and the account after is exact: all frees remote, none parked for good, none
+ * lost, every span's objects all back.
+ */
+#define CN		8192
+#define CMAX_T		8
+u64 __arena_global cobj[CN];
+u64 __arena_global cbad[CMAX_T], cfreed[CMAX_T];
+s64 __arena_global cbefore;
+u64 __arena_global cremote_before;
+
+static __always_inline u32 csize_of(u32 k)
+{
+	return 17 + (k * 37) % 80;
+}
+
+/* One object from level 2 of this CPU, as a program interrupting two others gets. */
+__weak u64 contend_alloc(u32 size)
+{
+	u32 cpu = bpf_get_smp_processor_id();
+	struct arena_heap __arena *h0 = heap_of(cpu * HEAP_LEVELS);
+	struct arena_heap __arena *h1 = heap_of(cpu * HEAP_LEVELS + 1);
+	u64 p;
+
+	h0->busy = h1->busy = 1;
+	p = (u64)arena_malloc(size);
+	h0->busy = h1->busy = 0;
+	return p;
+}
+
+__weak int contend_init(void)
+{
+	u32 k, owner = bpf_get_smp_processor_id() * HEAP_LEVELS + 2;
+	u64 p;
+
+	exact_frees();
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	cbefore = arena_heap_outstanding();
+	cremote_before = remote_frees_total();
+	for (k = zero; k < CMAX_T && can_loop; k++)
+		cbad[k] = cfreed[k] = 0;
+	for (k = zero; k < CN && can_loop; k++) {
+		p = contend_alloc(csize_of(k));
+		if (!p) {
+			/* Level 2's reserve (a span per kind) ran out: maintenance refills it. */
+			ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+			p = contend_alloc(csize_of(k));
+		}
+		ARENA_ASSERT(p);
+		ARENA_ASSERT_EQ(span_of(p)->owner, owner + 1);
+		ARENA_ASSERT_EQ(arena_test_fill((u8 __arena *)p, csize_of(k), k), 0);
+		cobj[k] = p;
+	}
+	ARENA_ASSERT_EQ(k, CN);
+	return 0;
+}
+
+/*
+ * Thread t of n: check and free objects t, t + n, ... while the others do the same.
+ * Global: the verifier must not follow t and n as constants through the loop.
+ */
+__weak int contend_run(u32 t, u32 n)
+{
+	u64 p;
+	u32 k;
+
+	if (t >= CMAX_T || !n)
+		return -EINVAL;
+	for (k = t; k < CN && can_loop; k += n) {
+		p = cobj[k];
+		if (!p || arena_test_check((u8 __arena *)p, csize_of(k), k) ||
+		    arena_free((void __arena *)p))
+			cbad[t]++;
+		else
+			cfreed[t]++;
+	}
+	return k >= CN ? 0 : -E2BIG;
+}
+
+/*
+ * The account; global, as the __fini programs' helpers must be on 6.12, and by
+ * arena_heap_outstanding() (see heap_parked). test_heap_zz_clean_after_parallel, which
+ * runs after every parallel test, checks the spans' own counts with outstanding().
+ */
+__weak int contend_check(u32 n)
+{
+	struct arena_heap_global __arena *g = glob();
+	u64 freed = 0, bad = 0, remote;
+	u32 t, id, parked = 0;
+
+	for (t = zero; t < CMAX_T && can_loop; t++) {
+		freed += cfreed[t];
+		bad += cbad[t];
+	}
+	for (id = zero; id < g->nr_cpus * HEAP_LEVELS && can_loop; id++)
+		parked += heap_of(id)->parked_nr;
+	remote = remote_frees_total() - cremote_before;
+	arena_stdout("contend: %u threads freed %llu objects of one heap: %llu remote frees, "
+		     "%u parked now", n, freed, remote, parked);
+	ARENA_ASSERT_EQ(bad, 0);
+	ARENA_ASSERT_EQ(freed, CN);
+	ARENA_ASSERT_EQ(remote, CN);
+	ARENA_ASSERT_EQ(parked, 0);
+	ARENA_ASSERT_EQ(g->lost_frees, 0);
+	ARENA_ASSERT_EQ(g->lost_spans, 0);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), cbefore);
+	return 0;
+}
+
+SEC("syscall")
+int parallel_test_heap_contend4__init(struct arena_test_ctx *ctx) { return contend_init(); }
+SEC("syscall")
+int parallel_test_heap_contend4__0(struct arena_test_ctx *ctx) { return contend_run(0, 4); }
+SEC("syscall")
+int parallel_test_heap_contend4__1(struct arena_test_ctx *ctx) { return contend_run(1, 4); }
+SEC("syscall")
+int parallel_test_heap_contend4__2(struct arena_test_ctx *ctx) { return contend_run(2, 4); }
+SEC("syscall")
+int parallel_test_heap_contend4__3(struct arena_test_ctx *ctx) { return contend_run(3, 4); }
+SEC("syscall")
+int parallel_test_heap_contend4__fini(struct arena_test_ctx *ctx) { return contend_check(4); }
+
+SEC("syscall")
+int parallel_test_heap_contend8__init(struct arena_test_ctx *ctx) { return contend_init(); }
+SEC("syscall")
+int parallel_test_heap_contend8__0(struct arena_test_ctx *ctx) { return contend_run(0, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__1(struct arena_test_ctx *ctx) { return contend_run(1, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__2(struct arena_test_ctx *ctx) { return contend_run(2, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__3(struct arena_test_ctx *ctx) { return contend_run(3, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__4(struct arena_test_ctx *ctx) { return contend_run(4, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__5(struct arena_test_ctx *ctx) { return contend_run(5, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__6(struct arena_test_ctx *ctx) { return contend_run(6, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__7(struct arena_test_ctx *ctx) { return contend_run(7, 8); }
+SEC("syscall")
+int parallel_test_heap_contend8__fini(struct arena_test_ctx *ctx) { return contend_check(8); }
+
+/*
+ * After the parallel tests (programs run in file order): every object they allocated
  * was freed exactly once, so the heaps hold as many objects as before them. Here, not
  * in their __fini: there it trips the 6.12 verifier bug described at outstanding().
  */

@@ -215,5 +215,9 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
 		(unsigned long long)st.spans_released, (unsigned long long)st.revived,
 		(unsigned long long)g->refills, (unsigned long long)g->wq_runs,
 		(unsigned long long)g->bad_frees);
+	fprintf(out, "  contention: %llu remote frees parked and retried; given up: %llu frees, "
+		"%llu spans (both 0 unless the loop budget ran out)\n",
+		(unsigned long long)st.parked, (unsigned long long)g->lost_frees,
+		(unsigned long long)g->lost_spans);
 	return 0;
 }

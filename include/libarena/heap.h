@@ -70,7 +70,7 @@
 
 /* Arena offsets the allocator owns: spans, then descriptors and heaps after buddy's. */
 #define HEAP_WINDOW_START	0x40000000u
-#define HEAP_NR_SPANS		8192
+#define HEAP_NR_SPANS		8192	/* a power of two */
 #define HEAP_WINDOW_END		(HEAP_WINDOW_START + HEAP_NR_SPANS * HEAP_SPAN_SIZE)
 #define HEAP_DESC_START		0xc4000000u
 #define HEAP_DESC_END		(HEAP_DESC_START + HEAP_NR_SPANS * 64)
@@ -117,13 +117,27 @@ struct arena_heap_span {
 	u8 kind;
 	u8 state;
 	u8 listed;		/* on the owner's partial list */
-	u32 owner;		/* heap id + 1 */
+	u32 owner;		/* heap id + 1 while HEAP_SPAN_ACTIVE, else 0 */
 	u32 next, prev;		/* owner's lists (span index + 1) */
 	u32 link;		/* lock-free stacks: revived, incoming reserve, release */
 	u32 magic;		/* HEAP_SPAN_MAGIC while mapped */
 	u32 trim;		/* HEAP_TRIM_* */
 	u32 trim_link;		/* the trim stack */
+	u32 recip;		/* span_recip(size): object index without a division */
 };
+
+/*
+ * Object index = ((offset / 16) * recip) >> HEAP_RECIP_SHIFT, exact while
+ * offset / 16 * size / 16 < 2^31 (offsets < 128 KiB and sizes <= 64 KiB: at most 2^25).
+ */
+#define HEAP_RECIP_SHIFT	31
+
+static __always_inline u32 span_recip(u32 size)
+{
+	u32 d = size >> 4;
+
+	return d ? ((1u << HEAP_RECIP_SHIFT) + d - 1) / d : 0;
+}
 
 /* Counters of one heap, written only by the heap's user (sum them for the totals). */
 struct arena_heap_stats {
@@ -136,6 +150,7 @@ struct arena_heap_stats {
 	u64 spans_released;	/* beyond the high-water mark, for the kernel */
 	u64 revived;		/* full spans a remote free made usable again */
 	u64 nested;		/* calls that found a lower level busy */
+	u64 parked;		/* remote frees parked (then retried) instead of given up */
 };
 
 /* One per CPU and nesting level, in the heaps window. */
@@ -145,11 +160,13 @@ struct arena_heap {
 	u32 id;			/* cpu * HEAP_LEVELS + level */
 	u32 want;		/* the reserve ran low: maintenance should refill it */
 	u32 used;		/* ever used: nesting levels get a reserve from then on */
-	u32 pad;
+	u32 parked;		/* remote frees that could not get through yet (object list) */
 	u32 reserve[HEAP_KINDS];	/* owner's spare spans (span index + 1) */
 	u32 reserve_nr[HEAP_KINDS];
 	u64 reserve_in[HEAP_KINDS];	/* from maintenance: span + 1 | count << 32 */
 	u64 revived;			/* from remote freers: span + 1 */
+	u32 parked_nr;		/* objects on it */
+	u32 pad;
 	u32 current[HEAP_NR_CLASSES];
 	u32 partial[HEAP_NR_CLASSES];	/* spans with free objects, besides current */
 	struct arena_heap_stats stats;
@@ -163,7 +180,7 @@ struct arena_heap_global {
 	u32 high_water;
 	u32 want;			/* some heap asked for a refill */
 	u32 reserve_large;		/* spare buddy chunks for sizes beyond 64 KiB */
-	u32 pad;
+	u32 fail_remote;		/* tests only: remote pushes fail, frees park */
 	u64 release;			/* spans for the kernel: span + 1 | count << 32 */
 	u64 trim;			/* spans to trim: span + 1 | count << 32 */
 	u64 claimed[HEAP_NR_SPANS / 64];	/* span slots in use */
@@ -176,7 +193,8 @@ struct arena_heap_global {
 	u64 map_failures;		/* the kernel had no page for a span */
 	u64 no_heap;			/* malloc on a CPU (level) without a heap yet */
 	u64 bad_frees;			/* -EINVAL frees */
-	u64 lost_frees;			/* remote pushes that never got through */
+	u64 lost_frees;			/* frees given up: no heap to park on; tests assert 0 */
+	u64 lost_spans;			/* span pushes given up after the whole loop budget */
 	u64 large_allocs, large_frees;	/* served by the buddy allocator */
 	u64 pages_trimmed;		/* unused pages of spans in use, given back */
 };
@@ -206,13 +224,8 @@ u32 arena_heap_class_size(u32 cls);
 /* The default allocator of arena_malloc: global functions returning scalars only. */
 u64 arena_malloc_addr(u64 size);
 u64 arena_calloc_addr(u64 n, u64 size);
-int arena_free(void __arena *ptr __arg_arena);
+int arena_free_slow(void __arena *ptr __arg_arena);
 int arena_memset(void __arena *ptr __arg_arena, int c, u64 n);
-
-static __always_inline void __arena *arena_malloc(size_t size)
-{
-	return (void __arena *)arena_malloc_addr(size);
-}
 
 /* Sleepable programs: refill and retry where arena_malloc would return NULL. */
 u64 arena_malloc_sleepable_addr(u64 size);
@@ -226,5 +239,317 @@ static __always_inline void __arena *arena_calloc(size_t n, size_t size)
 {
 	return (void __arena *)arena_calloc_addr(n, size);
 }
+
+/*
+ * ---- The layout as code: shared by the library and the inlined fast paths ----
+ *
+ * The arena lives at ARENA_USER_BASE (the arena map's map_extra; arena_heap_refill
+ * refuses to start otherwise), so every address below is a constant plus an offset.
+ */
+/* A free object's third 32-bit word: HEAP_FREE_TAG ^ its arena offset (double frees). */
+#define HEAP_FREE_TAG		0xf7eeb10cu
+
+static __always_inline struct arena_heap_span __arena *__heap_span(u32 s)
+{
+	return (struct arena_heap_span __arena *)(ARENA_USER_BASE + HEAP_DESC_START +
+						  (u64)(s & (HEAP_NR_SPANS - 1)) * 64);
+}
+
+/* Heap id (cpu * HEAP_LEVELS + level); callers keep it below HEAP_MAX_HEAPS. */
+static __always_inline struct arena_heap __arena *__heap_of(u32 id)
+{
+	return (struct arena_heap __arena *)(ARENA_USER_BASE + HEAP_HEAPS_START +
+					     (u64)id * HEAP_HEAP_SIZE);
+}
+
+/* The span slot of an address; >= HEAP_NR_SPANS when it is outside the heap window. */
+static __always_inline u32 __heap_span_of(u64 addr)
+{
+	u64 hi = addr >> 32;
+
+	barrier_var(hi);	/* a shift and a compare, not a 64-bit mask and constant */
+	if (hi != ARENA_USER_BASE >> 32)
+		return HEAP_NR_SPANS;
+	return ((u32)addr - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+}
+
+/*
+ * Size classes: 16..128 by 16, four per power of two to 8 KiB, then 10 KiB and whole
+ * pages to 64 KiB (so a trimmed span maps exactly what its objects cover). Every class
+ * boundary up to 1 KiB is a multiple of 16 and up to 8 KiB a multiple of 128, so two
+ * tables (65 entries used of 128) give the class of a small size with one load. arena_heap_class_size
+ * states the rule they were generated from; test_heap_classes checks every size.
+ */
+static const u8 __heap_class_by_16[128] = {	/* up to 1 KiB, by (size + 15) / 16 */
+	0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 11, 11,
+	12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15,
+	16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17,
+	18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19,
+};
+
+static const u8 __heap_class_by_128[128] = {	/* up to 8 KiB, by (size + 127) / 128 */
+	20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 21, 21, 22, 22, 23, 23,
+	24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27,
+	28, 28, 28, 28, 28, 28, 28, 28, 29, 29, 29, 29, 29, 29, 29, 29,
+	30, 30, 30, 30, 30, 30, 30, 30, 31, 31, 31, 31, 31, 31, 31, 31,
+};
+
+/* The class of 1 .. HEAP_MEDIUM_MAX bytes: no division, no loop. */
+static __always_inline u32 __heap_class(u64 size)
+{
+	u64 i;
+
+	/*
+	 * The masks bound the index for the verifier, which cannot tie it to the size check
+	 * once clang computed it (and spilled it) earlier; barrier_var keeps clang from
+	 * proving the mask useless and dropping it.
+	 */
+	if (size <= 1024) {
+		i = (size + 15) >> 4;
+		barrier_var(i);
+		return __heap_class_by_16[i & 127];
+	}
+	if (size <= HEAP_SMALL_MAX) {
+		i = (size + 127) >> 7;
+		barrier_var(i);
+		return __heap_class_by_128[i & 127];
+	}
+	if (size <= (10u << 10))
+		return HEAP_NR_SMALL;
+	return HEAP_NR_SMALL + (u32)((size + 4095) >> 12) - 2;
+}
+
+/* Why an object cannot be freed (HEAP_FREE_OK: it can). */
+enum {
+	HEAP_FREE_OK,
+	HEAP_FREE_NO_SPAN,	/* not in an allocated span */
+	HEAP_FREE_INTERIOR,	/* into the middle of an object */
+	HEAP_FREE_NEVER,	/* beyond what the span ever handed out */
+	HEAP_FREE_DOUBLE,	/* already free */
+};
+
+/*
+ * Is obj where an object of span sp starts, and has the span handed it out? The index
+ * comes from the span's reciprocal (no division); index * size == offset is the exact
+ * test, so a damaged reciprocal can only refuse a free.
+ */
+static __always_inline bool __heap_obj_start(struct arena_heap_span __arena *sp, u64 obj)
+{
+	u32 rel = (u32)obj & (HEAP_SPAN_SIZE - 1), idx;
+
+	idx = ((u64)(rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;
+	return idx * sp->size == rel && idx < sp->bump;
+}
+
+static __always_inline bool __heap_obj_free(u64 obj)
+{
+	return ((u32 __arena *)obj)[2] == (HEAP_FREE_TAG ^ (u32)obj);
+}
+
+static __always_inline void __heap_tag_free(u64 obj)
+{
+	((u32 __arena *)obj)[2] = HEAP_FREE_TAG ^ (u32)obj;
+}
+
+/* Why obj of span s cannot be freed (HEAP_FREE_OK: it can). */
+static __always_inline int __heap_free_check(u32 s, struct arena_heap_span __arena *sp,
+					      u64 obj)
+{
+	u32 rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
+
+	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !sp->size)
+		return HEAP_FREE_NO_SPAN;
+	if (!__heap_obj_start(sp, obj))
+		return (rel / sp->size) * sp->size != rel ? HEAP_FREE_INTERIOR : HEAP_FREE_NEVER;
+	if (__heap_obj_free(obj))
+		return HEAP_FREE_DOUBLE;
+	return HEAP_FREE_OK;
+}
+
+/*
+ * Take heap h for this CPU's current program, or false when something below us has it.
+ * A heap not created yet reads as all zeroes (its page is fresh or not mapped at all),
+ * so it is "entered" and has no current span: the caller ends up on the slow path.
+ */
+static __always_inline bool __heap_try_enter(struct arena_heap __arena *h)
+{
+	if (h->busy)
+		return false;
+	/* An interrupting program runs to completion before we go on. */
+	WRITE_ONCE(h->busy, 1);
+	barrier();
+	return true;
+}
+
+static __always_inline void __heap_leave(struct arena_heap __arena *h)
+{
+	barrier();
+	WRITE_ONCE(h->busy, 0);
+}
+
+/*
+ * Pop an object of class cls from h's current span: the local free list, else the next
+ * never-used object. 0 when the span has none (or its list points outside the span,
+ * which the library's slow path repairs).
+ */
+static __always_inline u64 __heap_pop(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_span __arena *sp;
+	u32 s = h->current[cls], off;
+	u64 obj;
+
+	/*
+	 * No bound on cls or s needed: a wild index still reads arena memory. s == 0 (no
+	 * current span) reads the descriptor before the first one, which the tests below
+	 * then refuse: one branch for the common case, a list head inside the span.
+	 */
+	sp = (struct arena_heap_span __arena *)(ARENA_USER_BASE + HEAP_DESC_START - 64 +
+						(u64)s * 64);
+	off = sp->local;
+	if (((off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) + 1 == s) {
+		obj = ARENA_USER_BASE + off;
+		sp->local = *(u32 __arena *)obj;
+	} else if (!off && s && sp->bump < sp->capacity) {
+		obj = ARENA_USER_BASE + HEAP_WINDOW_START +
+		      ((u64)((s - 1) & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT) +
+		      (u64)sp->bump * sp->size;
+		sp->bump++;
+	} else {
+		return 0;	/* no span, span used up, or a damaged list */
+	}
+	((u32 __arena *)obj)[2] = 0;		/* no longer tagged free */
+	sp->used++;
+	h->stats.allocs++;
+	return obj;
+}
+
+/*
+ * Push a checked object onto its span's local list: the owner, under its heap. used is
+ * sp->used as the caller read it, at least 1.
+ */
+static __always_inline void __heap_push(struct arena_heap __arena *h,
+					struct arena_heap_span __arena *sp, u64 obj, u32 used)
+{
+	*(u32 __arena *)obj = sp->local;
+	__heap_tag_free(obj);
+	sp->local = (u32)obj;
+	sp->used = used - 1;
+	h->stats.frees++;
+}
+
+#if defined(__BPF__) && !defined(LIBARENA_ASAN)
+/*
+ * arena_malloc() and arena_free() are inlined into the caller. A BPF-to-BPF call costs
+ * about as much as the whole fast path (under TCG two global calls took 54 of a 110 ns
+ * pair), so the common case runs here: the CPU's level-0 heap, its current span of the
+ * class, its local list. Everything else goes to the library's global functions: an
+ * empty span, a free that empties a listed span or unparks a full one, a free into
+ * another heap's span, a busy level 0 (a nested program), and every bad pointer, which
+ * the library checks again and reports. Costs no call frame on the fast path and one
+ * (plus the library's own) on the slow one. The sanitizer build calls the library always.
+ */
+/*
+ * Under a JIT each conditional branch costs more than the arithmetic around it (under
+ * TCG, where the CI runs, every branch ends a translation block): the tests are folded
+ * into masks where they can be. barrier_var hides what clang knows about a value, so
+ * it cannot turn the arithmetic back into compares and branches (BPF has no setcc).
+ */
+static __always_inline void __arena *arena_malloc(size_t size)
+{
+	struct arena_heap __arena *h;
+	u64 addr = 0, i;
+	u32 cls, cpu;
+
+	if (size - 1 < 128) {
+		cls = (size - 1) >> 4;
+	} else if (size - 1 < 1024) {
+		i = (size + 15) >> 4;
+		barrier_var(i);
+		cls = __heap_class_by_16[i & 127];
+	} else if (size - 1 < HEAP_MEDIUM_MAX) {
+		cls = __heap_class(size);
+	} else {
+		return (void __arena *)arena_malloc_addr(size);
+	}
+	arena_subprog_init();
+	bpf_preempt_disable();
+	cpu = bpf_get_smp_processor_id();
+	h = __heap_of(cpu * HEAP_LEVELS);
+	/* A CPU beyond the heaps, or level 0 busy (we interrupted its user): the library. */
+	if (!((cpu & ~(HEAP_MAX_CPUS - 1)) | h->busy)) {
+		WRITE_ONCE(h->busy, 1);
+		barrier();
+		addr = __heap_pop(h, cls);
+		__heap_leave(h);
+	}
+	bpf_preempt_enable();
+	if (!addr)
+		addr = arena_malloc_addr(size);
+	return (void __arena *)addr;
+}
+
+/*
+ * The span's owner is checked with the heap held: owner != 0 only while the span is
+ * active, and only the owner moves its local list, bump and used, so the other checks
+ * read settled values. Everything the fast path does not take (the tests below, each
+ * nonzero when it fails) goes to the library, which checks again and says why.
+ */
+static __always_inline int arena_free(void __arena *ptr)
+{
+	u64 obj = (u64)ptr, hi = obj >> 32, rel, idx, used, bump, tag, listed, bad;
+	struct arena_heap_span __arena *sp;
+	struct arena_heap __arena *h;
+	bool done = false;
+	u32 s, cpu;
+
+	s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+	barrier_var(hi);
+	/* NULL, the large sizes, foreign pointers: not in the heap window. */
+	if ((hi ^ (ARENA_USER_BASE >> 32)) | (s & ~(HEAP_NR_SPANS - 1)))
+		return arena_free_slow(ptr);
+	sp = __heap_span(s);
+	arena_subprog_init();
+	bpf_preempt_disable();
+	cpu = bpf_get_smp_processor_id();
+	h = __heap_of(cpu * HEAP_LEVELS);
+	if (!((cpu & ~(HEAP_MAX_CPUS - 1)) | h->busy)) {
+		WRITE_ONCE(h->busy, 1);
+		barrier();
+		rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
+		idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;	/* < 2^14 */
+		used = sp->used;
+		bump = sp->bump;
+		tag = ((u32 __arena *)obj)[2] ^ HEAP_FREE_TAG ^ (u32)obj;	/* 0: free */
+		listed = sp->listed & 1;
+		barrier_var(used);
+		barrier_var(bump);
+		barrier_var(tag);
+		bad = (sp->owner ^ (cpu * HEAP_LEVELS + 1)) |	/* not ours, or not active */
+		      ((idx * sp->size) ^ rel) |		/* not where an object starts */
+		      ((bump - 1 - idx) >> 63) |		/* never handed out */
+		      ((tag - 1) >> 63) |			/* already free */
+		      (READ_ONCE(sp->remote) >> 63) |		/* parked full */
+		      ((used - 1) >> 63) |			/* nothing out: damaged */
+		      ((((used ^ 1) - 1) >> 63) & listed);	/* the last of a listed span */
+		if (!bad) {
+			__heap_push(h, sp, obj, used);
+			done = true;
+		}
+		__heap_leave(h);
+	}
+	bpf_preempt_enable();
+	return done ? 0 : arena_free_slow(ptr);
+}
+#else
+static __always_inline void __arena *arena_malloc(size_t size)
+{
+	return (void __arena *)arena_malloc_addr(size);
+}
+
+static __always_inline int arena_free(void __arena *ptr)
+{
+	return arena_free_slow(ptr);
+}
+#endif
 
 #endif /* __LIBARENA_HEAP_H */

@@ -47,4 +47,28 @@ struct arena_test_ctx {
 		}								\
 	} while (0)
 
+/*
+ * Fill size bytes of arena memory with a pattern derived from seed; check that it is
+ * still there (0 when intact, else the 1-based index of the first wrong byte). Global,
+ * so the verifier checks each once instead of unrolling the loop into every caller.
+ */
+__weak int arena_test_fill(u8 __arena *p __arg_arena, u32 size, u32 seed)
+{
+	u32 i;
+
+	for (i = zero; i < size && can_loop; i++)
+		p[i] = (u8)(seed + i * 7);
+	return i == size ? 0 : -E2BIG;
+}
+
+__weak int arena_test_check(u8 __arena *p __arg_arena, u32 size, u32 seed)
+{
+	u32 i;
+
+	for (i = zero; i < size && can_loop; i++)
+		if (p[i] != (u8)(seed + i * 7))
+			return i + 1;
+	return i == size ? 0 : -E2BIG;
+}
+
 #endif /* __LIBARENA_TEST_H */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
 /*
- * arena_malloc and friends over libc malloc, for host tests of data structures: every
- * node then is its own heap block, so AddressSanitizer sees a use after free or an
- * overflow of any single node, which a block carved out of a buddy chunk would hide.
+ * arena_malloc and friends over libc malloc (the out-of-line arena_malloc_addr and
+ * arena_free_slow, which heap.h's arena_malloc/arena_free call outside BPF), for host
+ * tests of data structures: every node then is its own heap block, so AddressSanitizer
+ * sees a use after free or an overflow of any single node, which a block carved out of
+ * a buddy chunk would hide.
  * Include in exactly one file of a test; it counts what is live.
  */
 #ifndef __LIBARENA_HOST_MALLOC_H
@@ -28,7 +30,7 @@ u64 arena_malloc_addr(u64 size)
 	return (u64)(uintptr_t)p;
 }
 
-int arena_free(void *ptr)
+int arena_free_slow(void *ptr)
 {
 	if (ptr)
 		__atomic_fetch_sub(&host_live_blocks, 1, __ATOMIC_RELAXED);
