@@ -15,11 +15,14 @@
  *
  * Fast paths take no lock, run no loop and never call a page kfunc: malloc pops the
  * CPU's current span of the size class (or carves the next never-used object), free
- * pushes onto the span's local list when the span belongs to the freeing CPU's heap. A
- * free from any other heap pushes onto the span's remote list with one compare-and-swap;
+ * pushes onto the span's local list when the span belongs to the freeing CPU's heap.
+ * Both are inlined into the caller (see arena_malloc below); the rest is the library's.
+ * A free from any other heap pushes onto the span's remote list with compare-and-swap;
  * the owner takes that list whole with one exchange when its local list runs dry (a list
  * only ever taken whole has no ABA problem). The remote list head packs the object
- * count, so the owner knows exactly how many objects came back.
+ * count, so the owner knows exactly how many objects came back. Compare-and-swap loops
+ * retry for the whole may_goto budget; a remote free that still cannot get through
+ * waits on the freeing heap's parked list for its next remote free: nothing is lost.
  *
  * Reentrancy: a heap is used with preemption disabled, and marked busy meanwhile. A BPF
  * program that interrupts another on the same CPU (an irq or NMI program, say) finds the
@@ -381,6 +384,21 @@ static __always_inline bool __heap_try_enter(struct arena_heap __arena *h)
 	return true;
 }
 
+/*
+ * The inlined paths take only level 0 of their CPU: NULL for a CPU beyond the heaps or
+ * a busy level 0 (we interrupted its user), which the library handles.
+ */
+static __always_inline struct arena_heap __arena *__heap_enter_cpu(u32 cpu)
+{
+	struct arena_heap __arena *h = __heap_of(cpu * HEAP_LEVELS);
+
+	if ((cpu & ~(HEAP_MAX_CPUS - 1)) | h->busy)
+		return NULL;
+	WRITE_ONCE(h->busy, 1);
+	barrier();
+	return h;
+}
+
 static __always_inline void __heap_leave(struct arena_heap __arena *h)
 {
 	barrier();
@@ -458,7 +476,7 @@ static __always_inline void __arena *arena_malloc(size_t size)
 {
 	struct arena_heap __arena *h;
 	u64 addr = 0, i;
-	u32 cls, cpu;
+	u32 cls;
 
 	if (size - 1 < 128) {
 		cls = (size - 1) >> 4;
@@ -473,12 +491,8 @@ static __always_inline void __arena *arena_malloc(size_t size)
 	}
 	arena_subprog_init();
 	bpf_preempt_disable();
-	cpu = bpf_get_smp_processor_id();
-	h = __heap_of(cpu * HEAP_LEVELS);
-	/* A CPU beyond the heaps, or level 0 busy (we interrupted its user): the library. */
-	if (!((cpu & ~(HEAP_MAX_CPUS - 1)) | h->busy)) {
-		WRITE_ONCE(h->busy, 1);
-		barrier();
+	h = __heap_enter_cpu(bpf_get_smp_processor_id());
+	if (h) {
 		addr = __heap_pop(h, cls);
 		__heap_leave(h);
 	}
@@ -511,10 +525,8 @@ static __always_inline int arena_free(void __arena *ptr)
 	arena_subprog_init();
 	bpf_preempt_disable();
 	cpu = bpf_get_smp_processor_id();
-	h = __heap_of(cpu * HEAP_LEVELS);
-	if (!((cpu & ~(HEAP_MAX_CPUS - 1)) | h->busy)) {
-		WRITE_ONCE(h->busy, 1);
-		barrier();
+	h = __heap_enter_cpu(cpu);
+	if (h) {
 		rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
 		idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;	/* < 2^14 */
 		used = sp->used;
