@@ -275,6 +275,54 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *releas
 	return 0;
 }
 
+/*
+ * A free that timed out on the lock: push the block for the lock's next holder. Only a
+ * block that looks allocated by b (its chunk, its metadata) is taken; the holder checks
+ * it again. False when it does not look like one, or the loop budget ran out.
+ */
+static __noinline bool defer_free(struct buddy __arena *b, u64 addr)
+{
+	u64 old;
+
+	if (!in_window(addr) || (addr & (BUDDY_MIN_SIZE - 1)) ||
+	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)b ||
+	    (*meta_of(addr) & (BUDDY_META_USED | BUDDY_META_FREE)) != BUDDY_META_USED)
+		return false;
+	while (can_loop) {
+		old = READ_ONCE(b->deferred);
+		*(u64 __arena *)addr = old;
+		if (cmpxchg(&b->deferred, old, addr) == old) {
+			atomic_add(&b->stats.deferred_frees, 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Under the lock: free what timed-out frees left. Spares are kept (giving a chunk back
+ * needs a sleepable caller); a block that fails the checks is counted, not freed. The
+ * list is user-writable arena memory: the walk is bounded by the loop budget. Inline:
+ * it calls free_locked at the depth of the caller's own free (callers of arena_free
+ * from deep in a data structure have no frame to spare).
+ */
+static __always_inline void drain_deferred(struct buddy __arena *b)
+{
+	u64 addr = xchg(&b->deferred, 0), next;
+	u32 release = 0;
+
+	while (addr && can_loop) {
+		if (!in_window(addr)) {
+			b->stats.corruptions++;
+			return;
+		}
+		next = *(u64 __arena *)addr;
+		if (free_locked(b, addr, &release, true))
+			b->stats.bad_calls++;
+		addr = next;
+	}
+}
+
 static __noinline void release_slot(u32 slot)
 {
 	slot &= BUDDY_NR_SLOTS - 1;
@@ -469,7 +517,8 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 		b->free_head[i & BUDDY_META_ORDER] = 0;
 		b->stats.blocks_in_use[i & BUDDY_META_ORDER] = 0;
 	}
-	b->runs = b->period_peak = 0;
+	b->runs = b->period_peak = b->deferred = 0;
+	b->stats.deferred_frees = 0;
 	b->stats.bytes_requested = b->stats.chunks_held = b->stats.chunks_spare = 0;
 	b->stats.chunks_returned = b->stats.runs_in_use = b->stats.run_pages_in_use = 0;
 	b->stats.pages_returned = b->stats.allocs = b->stats.frees = 0;
@@ -520,7 +569,7 @@ __weak int buddy_destroy(struct buddy __arena *b __arg_arena)
 		b->stats.pages_returned += run->pages;
 		bpf_arena_free_pages(&arena, run, run->pages);
 	}
-	b->runs = 0;
+	b->runs = b->deferred = 0;
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
 		b->free_head[i & BUDDY_META_ORDER] = 0;
 	b->stats.chunks_spare = 0;
@@ -564,6 +613,8 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 			return 0;
 		}
+		if (READ_ONCE(b->deferred))
+			drain_deferred(b);
 		addr = alloc_locked(b, order, size);
 		buddy_unlock(b);
 #ifdef LIBARENA_ASAN
@@ -636,9 +687,16 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 		asan_free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
 #endif
 	if (buddy_lock(b)) {
+		if (defer_free(b, addr)) {
+			arena_stderr("%s: lock timeout on %llx: the free of %llx is deferred", who,
+				     (u64)b, addr);
+			return 0;
+		}
 		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		return -ETIMEDOUT;
 	}
+	if (READ_ONCE(b->deferred))
+		drain_deferred(b);
 	bad = free_locked(b, addr, &release, !may_sleep);
 	if (bad)
 		b->stats.bad_calls++;

@@ -94,10 +94,11 @@ int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
 		(unsigned long long)st.chunks_held, (unsigned long long)st.chunks_spare,
 		(unsigned long long)st.chunks_returned, (unsigned long long)st.pages_returned);
 	fprintf(out, "  calls: %llu allocs, %llu frees, %llu failed, %llu bad, "
-		"%llu lock timeouts, %llu corruptions\n",
+		"%llu lock timeouts (%llu frees deferred), %llu corruptions\n",
 		(unsigned long long)st.allocs, (unsigned long long)st.frees,
 		(unsigned long long)st.failed_allocs, (unsigned long long)st.bad_calls,
-		(unsigned long long)st.lock_timeouts, (unsigned long long)st.corruptions);
+		(unsigned long long)st.lock_timeouts, (unsigned long long)st.deferred_frees,
+		(unsigned long long)st.corruptions);
 	for (int o = 0; o < BUDDY_ORDERS; o++)
 		if (st.blocks_in_use[o])
 			fprintf(out, "  order %2d (%6u B): %llu blocks, %llu bytes\n", o,

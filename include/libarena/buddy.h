@@ -102,6 +102,7 @@ struct buddy_stats {
 	u64 bad_calls;				/* -EINVAL frees, bad sizes */
 	u64 lock_timeouts;
 	u64 corruptions;			/* free lists found damaged, and dropped */
+	u64 deferred_frees;			/* frees that met a lock timeout: deferred */
 };
 
 struct buddy {
@@ -112,6 +113,12 @@ struct buddy {
 	u64 free_head[BUDDY_ORDERS];		/* user address of the first free block */
 	u64 runs;				/* user address of the first run header */
 	u64 period_peak;			/* most chunks in use in this period */
+	/*
+	 * Blocks whose free timed out on the lock (a holder's vCPU descheduled for 250 ms):
+	 * a lock-free stack linked through the blocks' first words, freed by the lock's
+	 * next holder. So a free never loses its block.
+	 */
+	u64 deferred;
 	struct buddy_stats stats;
 };
 
