@@ -312,7 +312,7 @@ struct ref_node {
 struct ref_node __arena_global ref_nodes[MAX_THREADS][BATCH];
 struct ref_node __arena *__arena_global ref_head[MAX_THREADS];
 
-static __always_inline struct ref_node __arena *ref_pop(u32 t)
+static __always_inline __noasan struct ref_node __arena *ref_pop(u32 t)
 {
 	struct ref_node __arena *n = ref_head[t];
 
@@ -321,14 +321,15 @@ static __always_inline struct ref_node __arena *ref_pop(u32 t)
 	return n;
 }
 
-static __always_inline void ref_push(u32 t, struct ref_node __arena *n)
+static __always_inline __noasan void ref_push(u32 t, struct ref_node __arena *n)
 {
 	n->next = ref_head[t];
 	ref_head[t] = n;
 }
 
+/* Uninstrumented in the sanitizer build: it measures the platform, not the sanitizer. */
 SEC("syscall")
-int bench_ref(struct bench_args *a)
+__noasan int bench_ref(struct bench_args *a)
 {
 	u32 t = a->thread % MAX_THREADS, i, k, failed = zero;
 	struct ref_node __arena *n;
