@@ -215,6 +215,12 @@ $(OUTPUT)/tests/load_fail/obj/%.bpf.o: $(LIBARENA_DIR)/tests/load_fail/%.bpf.c $
 $(OUTPUT)/tests/load_fail/%.bpf.o: $(OUTPUT)/tests/load_fail/obj/%.bpf.o | $(BPFTOOL)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
+# Those named lib_* call the library instead, and are linked with it as users' objects are
+# (the rule with the shorter stem wins).
+$(OUTPUT)/tests/load_fail/lib_%.bpf.o: $(OUTPUT)/tests/load_fail/obj/lib_%.bpf.o $(LIB_OBJ) | \
+		$(BPFTOOL)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
 $(OUTPUT)/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@

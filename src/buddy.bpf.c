@@ -342,6 +342,7 @@ static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
 	release_slot(slot);
 	atomic_add(&b->stats.chunks_returned, 1);
 	atomic_add(&b->stats.pages_returned, BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
+	atomic_add(&b->stats.unmap_calls, 2);
 }
 
 /* Claim a free chunk slot: the lowest clear bit of the registry, by compare-and-swap. */
@@ -395,6 +396,8 @@ static __noinline int add_chunk(struct buddy __arena *b)
 			list_push(b, BUDDY_MAX_ORDER, (u64)data);
 			b->stats.chunks_held++;
 			b->stats.chunks_spare++;
+			b->stats.map_calls += 2;
+			b->stats.map_pages += BUDDY_CHUNK_PAGES + BUDDY_META_PAGES;
 			buddy_unlock(b);
 			return 0;
 		}
@@ -445,6 +448,8 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	b->runs = addr;
 	b->stats.runs_in_use++;
 	b->stats.run_pages_in_use += pages;
+	b->stats.map_calls++;
+	b->stats.map_pages += pages;
 	b->stats.bytes_requested += size;
 	b->stats.allocs++;
 	buddy_unlock(b);
@@ -492,6 +497,7 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 	buddy_unlock(b);
 	bpf_arena_free_pages(&arena, run, pages);
 	atomic_add(&b->stats.pages_returned, pages);
+	atomic_add(&b->stats.unmap_calls, 1);
 	return 0;
 }
 
@@ -761,8 +767,12 @@ static __noinline u32 take_spare(struct buddy __arena *b, u64 keep)
 	return slot_of(addr) + 1;
 }
 
-/* Give back spares beyond keep (or, with by_peak, beyond what the recent peak needs). */
-static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, const char *who)
+/*
+ * Give back spares beyond floor (at least BUDDY_SPARE_CHUNKS), or with by_peak beyond
+ * what the recent peak needs too.
+ */
+static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, u32 floor,
+				       const char *who)
 {
 	int i, n = 0;
 	u64 keep;
@@ -777,13 +787,15 @@ static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, co
 			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 			return -ETIMEDOUT;
 		}
+		if (floor < BUDDY_SPARE_CHUNKS)
+			floor = BUDDY_SPARE_CHUNKS;
 		if (by_peak) {
 			keep = b->stats.chunks_peak;
-			if (keep < BUDDY_SPARE_CHUNKS)
-				keep = BUDDY_SPARE_CHUNKS;
+			if (keep < floor)
+				keep = floor;
 		} else {
 			b->stats.chunks_peak = b->period_peak = 0;
-			keep = BUDDY_SPARE_CHUNKS;
+			keep = floor;
 		}
 		slot = take_spare(b, keep);
 		buddy_unlock(b);
@@ -798,13 +810,19 @@ static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, co
 __weak int buddy_trim(struct buddy __arena *b __arg_arena)
 {
 	arena_subprog_init();
-	return trim_common(b, false, "buddy_trim");
+	return trim_common(b, false, BUDDY_SPARE_CHUNKS, "buddy_trim");
 }
 
 __weak int buddy_shrink(struct buddy __arena *b __arg_arena)
 {
 	arena_subprog_init();
-	return trim_common(b, true, "buddy_shrink");
+	return trim_common(b, true, BUDDY_SPARE_CHUNKS, "buddy_shrink");
+}
+
+__weak int buddy_trim_keep(struct buddy __arena *b __arg_arena, u32 keep)
+{
+	arena_subprog_init();
+	return trim_common(b, false, keep, "buddy_trim_keep");
 }
 
 __weak int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares)

@@ -151,18 +151,192 @@ static __always_inline u32 heap_target(struct arena_heap __arena *h, u32 kind)
  * function), never a fixed count that TCG's unfair atomics could exhaust. False only
  * when that budget is spent.
  */
-static __always_inline bool stack_push(u64 __arena *word, u32 __arena *link, u32 item)
+static __always_inline bool stack_push_chain(u64 __arena *word, u32 first,
+					     u32 __arena *last_link, u32 n)
 {
 	u64 old, new;
 
 	while (can_loop) {
 		old = READ_ONCE(*word);
-		*link = (u32)old;
-		new = (u64)item | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
+		*last_link = (u32)old;
+		new = (u64)first | ((((old >> 32) & HEAP_REMOTE_COUNT) + n) << 32);
 		if (cmpxchg(word, old, new) == old)
 			return true;
 	}
 	return false;
+}
+
+static __always_inline bool stack_push(u64 __arena *word, u32 __arena *link, u32 item)
+{
+	return stack_push_chain(word, item, link, 1);
+}
+
+/* The same for a list head without a count (a heap's own reserve). */
+static __always_inline bool list_push(u32 __arena *head, u32 __arena *link, u32 item)
+{
+	u32 old;
+
+	while (can_loop) {
+		old = READ_ONCE(*head);
+		*link = old;
+		if (cmpxchg(head, old, item) == old)
+			return true;
+	}
+	return false;
+}
+
+/* The purge clock: milliseconds, wrapping; compare with (s32)(a - b). */
+static __always_inline u32 now_ms(void)
+{
+	return bpf_ktime_get_ns() / 1000000;
+}
+
+/* Bring the next purge forward to t (a hint for the timer: races only cost a pass). */
+static __always_inline void due_at(u32 t)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 d = READ_ONCE(g->purge_due);
+
+	t |= !t;
+	if (!d || (s32)(t - d) < 0)
+		WRITE_ONCE(g->purge_due, t);
+}
+
+/* A reserve's count, as a bound: user space may have scribbled on it. */
+static __always_inline u32 reserve_count(struct arena_heap __arena *h, u32 kind)
+{
+	u32 n = READ_ONCE(h->reserve_nr[kind & 1]) +
+		((READ_ONCE(h->reserve_in[kind & 1]) >> 32) & HEAP_REMOTE_COUNT);
+
+	return n > HEAP_NR_SPANS ? HEAP_NR_SPANS : n;
+}
+
+/*
+ * Take up to n whole spans of a kind from the pool into h's incoming reserve: the pool
+ * is taken whole, the rest goes back in its order with one compare-and-swap. Returns
+ * how many. Any program may call it (no page kfunc); the owner does, when its reserves
+ * are empty, so a burst that follows a burst of frees needs no maintenance.
+ */
+static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 s, next, i, trim, left = n, got, got_first = 0, got_last = 0;
+	u32 kept = 0, keep_first = 0, keep_last = 0;
+	struct arena_heap_span __arena *sp;
+
+	/*
+	 * The loops count down from unknown values and test heads, not counters: a counter
+	 * up from 0 that a branch tests is a new verifier state at every round.
+	 */
+	if (!n || !READ_ONCE(g->release))
+		return 0;
+	s = (u32)xchg(&g->release, 0);
+	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(s - 1);
+		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE) {
+			atomic_add(&g->lost_spans, 1);	/* a damaged pool: the rest is dropped */
+			break;
+		}
+		next = sp->link;
+		trim = READ_ONCE(sp->trim);
+		if (left && sp->kind == kind &&
+		    (trim == HEAP_TRIM_NONE || trim == HEAP_TRIM_CANCELLED)) {
+			sp->state = HEAP_SPAN_RESERVE;
+			sp->next = got_first;
+			got_first = s;
+			if (!got_last)
+				got_last = s;
+			left--;
+		} else {
+			sp->link = 0;
+			if (keep_last)
+				span_desc(keep_last - 1)->link = s;
+			else
+				keep_first = s;
+			keep_last = s;
+			kept++;
+		}
+		s = next;
+	}
+	if (keep_first && !stack_push_chain(&g->release, keep_first,
+					    &span_desc(keep_last - 1)->link, kept))
+		atomic_add(&g->lost_spans, kept);
+	got = n - left;
+	if (!got_first)
+		return 0;
+	if (!stack_push_chain(&h->reserve_in[kind & 1], got_first, &span_desc(got_last - 1)->next,
+			      got)) {
+		atomic_add(&g->lost_spans, got);
+		return 0;
+	}
+	atomic_add(&g->pool_reused, got);
+	return got;
+}
+
+/*
+ * The owner's way into the pool when its reserves are empty: one whole span of the
+ * kind, the rest back in its order. A loop with little state, so that the verifier
+ * checks it cheaply at every allocation path of every program. Its index + 1, or 0.
+ */
+static __noinline u32 pool_pop(u32 kind)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 head, s, next, prev = 0, found = 0, trim, i, n;
+	struct arena_heap_span __arena *sp;
+	u64 r;
+
+	if (!READ_ONCE(g->release))
+		return 0;
+	r = xchg(&g->release, 0);
+	head = (u32)r;
+	n = (r >> 32) & HEAP_REMOTE_COUNT;
+	s = head;
+	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(s - 1);
+		next = sp->link;
+		trim = READ_ONCE(sp->trim);
+		if (!found && sp->kind == kind && sp->magic == HEAP_SPAN_MAGIC &&
+		    sp->state == HEAP_SPAN_RELEASE &&
+		    (trim == HEAP_TRIM_NONE || trim == HEAP_TRIM_CANCELLED)) {
+			found = s;
+			if (prev)
+				span_desc(prev - 1)->link = next;
+			else
+				head = next;
+		} else {
+			prev = s;
+		}
+		s = next;
+	}
+	/* A damaged or endless list is cut where the walk stopped. */
+	if (prev)
+		span_desc(prev - 1)->link = 0;
+	if (head && prev && !stack_push_chain(&g->release, head, &span_desc(prev - 1)->link,
+					       n > !!found ? n - !!found : 1))
+		atomic_add(&g->lost_spans, 1);
+	if (found) {
+		sp = span_desc(found - 1);
+		sp->state = HEAP_SPAN_RESERVE;
+		atomic_add(&g->pool_reused, 1);
+	}
+	return found;
+}
+
+/* A spare span into the pool, due once it has stayed there for the purge delay. */
+static __always_inline void pool_add(struct arena_heap __arena *h, u32 s,
+				     struct arena_heap_span __arena *sp)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 now = now_ms();
+
+	sp->state = HEAP_SPAN_RELEASE;
+	sp->bump = now;
+	if (stack_push(&g->release, &sp->link, s + 1)) {
+		h->stats.spans_released++;
+		due_at(now + READ_ONCE(g->purge_delay));
+	} else {
+		atomic_add(&g->lost_spans, 1);
+	}
 }
 
 /* ---- owner side: everything below runs with preemption disabled, heap busy ---- */
@@ -244,21 +418,17 @@ static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
 	trim = READ_ONCE(sp->trim);
 	if (trim == HEAP_TRIM_BUSY || trim == HEAP_TRIM_DONE)
 		limit = 0;
-	if (h->reserve_nr[kind] < limit) {
+	if (reserve_count(h, kind) < limit) {
 		sp->state = HEAP_SPAN_RESERVE;
-		sp->next = h->reserve[kind];
-		h->reserve[kind] = s + 1;
-		h->reserve_nr[kind]++;
-		h->stats.spans_emptied++;
-		return;
+		/* Counted first: the count is never below what the list holds. */
+		atomic_add(&h->reserve_nr[kind], 1);
+		if (list_push(&h->reserve[kind], &sp->next, s + 1)) {
+			h->stats.spans_emptied++;
+			return;
+		}
+		atomic_add(&h->reserve_nr[kind], -1);
 	}
-	sp->state = HEAP_SPAN_RELEASE;
-	if (stack_push(&g->release, &sp->link, s + 1)) {
-		h->stats.spans_released++;
-		WRITE_ONCE(g->want, 1);
-	} else {
-		atomic_add(&g->lost_spans, 1);
-	}
+	pool_add(h, s, sp);
 }
 
 /*
@@ -351,21 +521,43 @@ static __always_inline void trim_request(u32 s, struct arena_heap_span __arena *
 		sp->trim = HEAP_TRIM_NONE;	/* stays whole */
 }
 
+/*
+ * Pop the heap's own reserve, else take the incoming one whole. Maintenance may take the
+ * own list whole meanwhile: then the compare-and-swap fails and we look further.
+ */
+static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
+{
+	u32 s, cnt;
+	u64 r;
+
+	kind &= 1;
+	s = READ_ONCE(h->reserve[kind]);
+	if (s && cmpxchg(&h->reserve[kind], s, span_desc(s - 1)->next) == s) {
+		atomic_add(&h->reserve_nr[kind], -1);
+		return s;
+	}
+	r = xchg(&h->reserve_in[kind], 0);
+	s = (u32)r;
+	if (!s)
+		return 0;
+	cnt = (r >> 32) & HEAP_REMOTE_COUNT;
+	if (cnt > 1)
+		atomic_add(&h->reserve_nr[kind], cnt - 1);
+	/* Only the owner pushes onto its list, and it was empty: no race to lose. */
+	WRITE_ONCE(h->reserve[kind], span_desc(s - 1)->next);
+	return s;
+}
+
 /* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
 static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 kind = cls >= HEAP_NR_SMALL, s;
 	struct arena_heap_span __arena *sp;
-	u64 r;
 
-	s = h->reserve[kind];
-	if (!s) {
-		r = xchg(&h->reserve_in[kind], 0);
-		s = (u32)r;
-		h->reserve[kind] = s;
-		h->reserve_nr[kind] = (r >> 32) & HEAP_REMOTE_COUNT;
-	}
+	s = reserve_pop(h, kind);
+	if (!s)
+		s = pool_pop(kind);
 	if (!s) {
 		h->stats.shortfalls++;
 		WRITE_ONCE(g->want, 1);
@@ -374,21 +566,19 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	sp = span_desc(s - 1);
 	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RESERVE || sp->kind != kind) {
 		/* A damaged reserve: drop it rather than hand out what is not ours. */
-		h->reserve[kind] = 0;
+		xchg(&h->reserve[kind], 0);
 		h->reserve_nr[kind] = 0;
 		h->stats.shortfalls++;
 		return 0;
 	}
-	h->reserve[kind] = sp->next;
-	if (h->reserve_nr[kind])
-		h->reserve_nr[kind]--;
-	if (h->reserve_nr[kind] * 2 < heap_target(h, kind))
+	if (reserve_count(h, kind) * 2 < heap_target(h, kind))
 		WRITE_ONCE(g->want, 1);
 #ifdef LIBARENA_ASAN
 	/* Whatever a former class left in the shadow: none of it is allocated now. */
 	asan_poison_inline(span_addr(s - 1), HEAP_SPAN_SIZE, ASAN_UNALLOCATED);
 #endif
 	sp->cls = cls;
+	sp->bump = 0;
 	sp->size = class_size(cls);
 	sp->recip = span_recip(sp->size);
 	sp->capacity = HEAP_KIND_SPAN(kind) / sp->size;
@@ -956,6 +1146,8 @@ static __noinline int span_new(u32 kind)
 			if (p) {
 				atomic_or(&g->desc_mapped[page / 64], 1ull << (page % 64));
 				atomic_add(&g->pages_mapped, 1);
+				atomic_add(&g->map_calls, 1);
+				atomic_add(&g->map_pages, 1);
 			}
 		}
 		p = bpf_arena_alloc_pages(&arena, (void __arena *)span_addr(s), pages,
@@ -965,6 +1157,8 @@ static __noinline int span_new(u32 kind)
 			atomic_add(&g->map_failures, 1);
 			continue;
 		}
+		atomic_add(&g->map_calls, 1);
+		atomic_add(&g->map_pages, pages);
 		sp = span_desc(s);
 		sp->remote = 0;
 		sp->local = sp->used = sp->bump = sp->capacity = sp->size = 0;
@@ -978,6 +1172,8 @@ static __noinline int span_new(u32 kind)
 		if (sp->magic != HEAP_SPAN_MAGIC) {
 			/* The descriptor page is not there after all. */
 			bpf_arena_free_pages(&arena, p, pages);
+			atomic_add(&g->unmap_calls, 1);
+			atomic_add(&g->unmap_pages, pages);
 			heap_clear_bit(g->claimed, s);
 			return -ENOMEM;
 		}
@@ -1000,48 +1196,150 @@ static __noinline int span_new(u32 kind)
 	return -ENOMEM;
 }
 
-/* Give the released spans back to the kernel. Returns how many. */
-static __noinline int release_spans(void)
+/*
+ * Give a span's pages back to the kernel and its slot to whoever maps next. Global: a
+ * call inside the pool walk, checked inline at every round, would overflow the
+ * verifier's jump history. Sleepable (maintenance only).
+ */
+__weak int arena_heap_span_unmap(u32 s, u32 pages)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	struct arena_heap_span __arena *sp;
-	u32 s, i, pages, next, trim;
-	int n = 0;
-	u64 r;
+	struct arena_heap_span __arena *sp = span_desc(s);
 
-	r = xchg(&g->release, 0);
-	s = (u32)r;
+	if (s >= HEAP_NR_SPANS || pages > MEDIUM_PAGES)
+		return -EINVAL;
+	sp->magic = 0;
+	sp->state = 0;
+	bpf_arena_free_pages(&arena, (void __arena *)span_addr(s), pages);
+#ifdef LIBARENA_ASAN
+	asan_poison((void __arena *)span_addr(s), ASAN_RELEASED, HEAP_SPAN_SIZE);
+#endif
+	heap_clear_bit(g->claimed, s);
+	atomic_add(&g->spans_mapped, -1);
+	atomic_add(&g->pages_mapped, -(s64)pages);
+	atomic_add(&g->spans_returned, 1);
+	atomic_add(&g->unmap_calls, 1);
+	atomic_add(&g->unmap_pages, pages);
+	return 0;
+}
+
+/*
+ * Give the pool's due spans back to the kernel (only trimmed ones unless may_unmap:
+ * their pages cannot serve again). A span still on the trim stack, or being trimmed,
+ * waits for the next pass: the trim walk reads its descriptor. Returns how many went.
+ */
+static __noinline int pool_purge(bool may_unmap)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 s, i, next, trim, now = now_ms(), kept = 0, keep_first = 0, keep_last = 0;
+	u32 delay = READ_ONCE(g->purge_delay);
+	struct arena_heap_span __arena *sp;
+	int n = 0;
+
+	if (!READ_ONCE(g->release))
+		return 0;
+	s = (u32)xchg(&g->release, 0);
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
 		sp = span_desc(s - 1);
-		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE)
+		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE) {
+			atomic_add(&g->lost_spans, 1);	/* a damaged pool: the rest is dropped */
 			break;
+		}
 		next = sp->link;
 		trim = READ_ONCE(sp->trim);
-		if (trim == HEAP_TRIM_BUSY || trim == HEAP_TRIM_CANCELLED) {
-			/* Being trimmed, or still on the trim stack: the next pass frees it. */
-			if (stack_push(&g->release, &sp->link, s))
-				WRITE_ONCE(g->want, 1);
+		if (trim == HEAP_TRIM_DONE) {
+			arena_heap_span_unmap(s - 1, class_pages(sp->cls % HEAP_NR_CLASSES));
+			n++;
+		} else if (may_unmap && trim == HEAP_TRIM_NONE &&
+			   (s32)(now - sp->bump - delay) >= 0) {
+			arena_heap_span_unmap(s - 1, kind_pages(sp->kind & 1));
+			n++;
+		} else {
+			due_at(sp->bump + delay);
+			sp->link = 0;
+			if (keep_last)
+				span_desc(keep_last - 1)->link = s;
 			else
-				atomic_add(&g->lost_spans, 1);
-			s = next;
+				keep_first = s;
+			keep_last = s;
+			kept++;
+		}
+		s = next;
+	}
+	if (keep_first && !stack_push_chain(&g->release, keep_first,
+					    &span_desc(keep_last - 1)->link, kept))
+		atomic_add(&g->lost_spans, kept);
+	return n;
+}
+
+/*
+ * A quiet heap's spares beyond the target: its reserves taken whole, target of them
+ * back to the incoming one, the rest to the pool, due at once (they waited already).
+ * The owner meanwhile finds its reserve empty and takes from the pool: nothing is lost.
+ */
+static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 target)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 s, next, i, own = 0, in, in_done = 0, now = now_ms();
+	u32 kept = 0, keep_first = 0, keep_last = 0, shed = 0, shed_first = 0, shed_last = 0;
+	struct arena_heap_span __arena *sp;
+
+	kind &= 1;
+	s = xchg(&h->reserve[kind], 0);
+	in = (u32)xchg(&h->reserve_in[kind], 0);
+	for (i = zero; i < 2 * HEAP_NR_SPANS && can_loop; i++) {
+		if (!s) {
+			if (in_done)
+				break;
+			in_done = 1;
+			s = in;
 			continue;
 		}
-		pages = trim == HEAP_TRIM_DONE ? class_pages(sp->cls % HEAP_NR_CLASSES) :
-						 kind_pages(sp->kind);
-		sp->magic = 0;
-		sp->state = 0;
-		bpf_arena_free_pages(&arena, (void __arena *)span_addr(s - 1), pages);
-#ifdef LIBARENA_ASAN
-		asan_poison((void __arena *)span_addr(s - 1), ASAN_RELEASED, HEAP_SPAN_SIZE);
-#endif
-		heap_clear_bit(g->claimed, s - 1);
-		atomic_add(&g->spans_mapped, -1);
-		atomic_add(&g->pages_mapped, -(s64)pages);
-		atomic_add(&g->spans_returned, 1);
+		sp = span_desc(s - 1);
+		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RESERVE ||
+		    sp->kind != kind) {
+			atomic_add(&g->lost_spans, 1);	/* a damaged reserve: the rest dropped */
+			if (in_done)
+				break;
+			s = 0;
+			continue;
+		}
+		next = sp->next;
+		own += !in_done;
+		if (target) {
+			target--;
+			sp->next = keep_first;
+			keep_first = s;
+			if (!keep_last)
+				keep_last = s;
+			kept++;
+		} else {
+			sp->state = HEAP_SPAN_RELEASE;
+			sp->bump = now - READ_ONCE(g->purge_delay);	/* waited already */
+			sp->link = shed_first;
+			shed_first = s;
+			if (!shed_last)
+				shed_last = s;
+			shed++;
+		}
 		s = next;
-		n++;
 	}
-	return n;
+	/*
+	 * Opaque to clang, which turns an add of a known 0 into a fetch-or (refused in
+	 * arenas); and not tested, which would make the verifier track it every round.
+	 */
+	barrier_var(own);
+	atomic_add(&h->reserve_nr[kind], -(s32)own);
+	if (keep_first && !stack_push_chain(&h->reserve_in[kind], keep_first,
+					    &span_desc(keep_last - 1)->next, kept))
+		atomic_add(&g->lost_spans, kept);
+	if (!shed_first)
+		return 0;
+	if (!stack_push_chain(&g->release, shed_first, &span_desc(shed_last - 1)->link, shed))
+		atomic_add(&g->lost_spans, shed);
+	atomic_add(&g->spares_shed, shed);
+	due_at(now);
+	return shed;
 }
 
 /*
@@ -1070,6 +1368,8 @@ static __noinline int trim_spans(void)
 				bpf_arena_free_pages(&arena, (void __arena *)(span_addr(s - 1) +
 						     used * 4096ull), MEDIUM_PAGES - used);
 				atomic_add(&g->pages_mapped, -(s64)(MEDIUM_PAGES - used));
+				atomic_add(&g->unmap_calls, 1);
+				atomic_add(&g->unmap_pages, MEDIUM_PAGES - used);
 				atomic_add(&g->pages_trimmed, MEDIUM_PAGES - used);
 			}
 			smp_store_release(&sp->trim, HEAP_TRIM_DONE);
@@ -1095,8 +1395,11 @@ static __noinline int heap_create(u32 id)
 	if (atomic_fetch_or(&arena_heap_created[id / 64], 1ull << (id % 64)) &
 	    (1ull << (id % 64)))
 		return 0;
-	if (bpf_arena_alloc_pages(&arena, (void __arena *)page, 1, NUMA_NO_NODE, 0))
+	if (bpf_arena_alloc_pages(&arena, (void __arena *)page, 1, NUMA_NO_NODE, 0)) {
 		atomic_add(&g->pages_mapped, 1);
+		atomic_add(&g->map_calls, 1);
+		atomic_add(&g->map_pages, 1);
+	}
 	for (i = zero; i < HEAP_HEAP_SIZE / 8 && can_loop; i++)
 		((u64 __arena *)h)[i] = 0;
 	h->id = id;
@@ -1125,22 +1428,46 @@ static __always_inline int global_ready(void)
 	g->reserve[1] = HEAP_RESERVE_MEDIUM;
 	g->high_water = HEAP_HIGH_WATER;
 	g->reserve_large = 1;
+	g->purge_delay = HEAP_PURGE_DELAY_MS;
 	if (!g->nr_cpus)
 		g->nr_cpus = 1;
 	smp_store_release(&g->magic, HEAP_GLOBAL_MAGIC);
 	return 0;
 }
 
+/* Map n spans of a kind into h's incoming reserve. Sleepable. 0 or -errno. */
+static __noinline int reserve_map(struct arena_heap __arena *h, u32 kind, u32 n,
+				  const char *who)
+{
+	u32 j;
+	int s;
+
+	for (j = zero; j < n && can_loop; j++) {
+		s = span_new(kind);
+		if (s < 0) {
+			arena_stderr("%s: no pages for a span", who);
+			return -ENOMEM;
+		}
+		if (!stack_push(&h->reserve_in[kind & 1], &span_desc(s)->next, s + 1)) {
+			atomic_add(&arena_heap_global.lost_spans, 1);
+			return -EAGAIN;
+		}
+	}
+	return 0;
+}
+
 /*
- * Create heap id if needed and fill its reserves to their targets: one global function
- * per heap, so the verifier checks it once rather than once per loop round. Sleepable.
- * Returns the spans mapped, or -errno.
+ * Create heap id if needed and bring its reserves to their targets: spans from the pool
+ * first, else new ones; spares beyond a target go to the pool once the heap has been
+ * quiet for the purge delay. One global function per heap, so the verifier checks it
+ * once rather than once per loop round. Sleepable. Returns the spans mapped, or -errno.
  */
 __weak int arena_heap_fill(u32 id)
 {
+	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h = heap_at(id);
-	u32 kind, have, target, j;
-	int err, s, mapped = 0;
+	u32 kind, have, target, now, taken, delay;
+	int err, mapped = 0;
 
 	arena_subprog_init();
 	if (id >= HEAP_MAX_HEAPS)
@@ -1154,29 +1481,81 @@ __weak int arena_heap_fill(u32 id)
 		if (READ_ONCE(h->magic) != HEAP_MAGIC)
 			return 0;	/* another maintainer is creating it */
 	}
+	now = now_ms();
+	delay = READ_ONCE(g->purge_delay);
+	taken = (u32)READ_ONCE(h->stats.spans_taken);
+	if (taken != h->quiet_taken || !h->quiet_since) {
+		h->quiet_taken = taken;
+		h->quiet_since = now | !now;
+	}
 	for (kind = 0; kind < HEAP_KINDS; kind++) {
 		target = heap_target(h, kind);
-		have = READ_ONCE(h->reserve_nr[kind]) +
-		       ((READ_ONCE(h->reserve_in[kind]) >> 32) & HEAP_REMOTE_COUNT);
-		for (j = have; j < target && can_loop; j++) {
-			s = span_new(kind);
-			if (s < 0) {
-				arena_stderr("arena_heap_maintain: no pages for a span");
-				return -ENOMEM;
-			}
-			if (!stack_push(&h->reserve_in[kind], &span_desc(s)->next, s + 1)) {
-				atomic_add(&arena_heap_global.lost_spans, 1);
-				return -EAGAIN;
-			}
-			mapped++;
+		have = reserve_count(h, kind);
+		if (have > target) {
+			if ((s32)(now - h->quiet_since - delay) >= 0)
+				reserve_shed(h, kind, target);
+			else
+				due_at(h->quiet_since + delay);
+			continue;
 		}
+		if (have < target)
+			have += pool_take(h, kind, target - have);
+		if (have >= target)
+			continue;
+		err = reserve_map(h, kind, target - have, "arena_heap_maintain");
+		if (err)
+			return err;
+		mapped += target - have;
 	}
 	return mapped;
 }
 
+/* Spare chunks of the large sizes' allocator: kept to reserve_large, never churned. */
+static __always_inline int large_maintain(bool mapped)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 keep = READ_ONCE(g->reserve_large), now = now_ms(), allocs;
+	struct buddy __arena *b;
+	u64 maps;
+	int err;
+
+	err = arena_buddy_ready();
+	if (err)
+		return err;
+	b = (struct buddy __arena *)arena_buddy_addr();
+	if (keep < BUDDY_SPARE_CHUNKS)
+		keep = BUDDY_SPARE_CHUNKS;
+	allocs = (u32)READ_ONCE(b->stats.allocs);
+	if (READ_ONCE(b->stats.chunks_spare) > keep) {
+		/* Quiet: no allocation since large_since. */
+		if (!g->large_since || allocs != g->large_allocs_seen) {
+			g->large_since = now | !now;
+			g->large_allocs_seen = allocs;
+		}
+		if (!mapped && (s32)(now - g->large_since - READ_ONCE(g->purge_delay)) >= 0) {
+			buddy_trim_keep(b, keep);
+			g->large_since = 0;
+		} else {
+			due_at(g->large_since + READ_ONCE(g->purge_delay));
+		}
+		return 0;
+	}
+	g->large_since = 0;
+	maps = READ_ONCE(b->stats.map_calls);
+	err = buddy_reserve(b, READ_ONCE(g->reserve_large));
+	if (err < 0)
+		return err;
+	return READ_ONCE(b->stats.map_calls) != maps;
+}
+
+/*
+ * One maintenance pass: trim, refill (pool first), shed quiet spares, and give back
+ * what is due, never in a pass that mapped: an idle pass maps and unmaps nothing.
+ */
 __weak int arena_heap_maintain(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 t0 = bpf_ktime_get_ns();
 	int err, mapped = 0;
 	u32 id, n;
 
@@ -1188,28 +1567,93 @@ __weak int arena_heap_maintain(void)
 	}
 	/* Cleared first: a request made while we work brings us back. */
 	WRITE_ONCE(g->want, 0);
+	WRITE_ONCE(g->purge_due, 0);
 	trim_spans();
-	release_spans();
 	n = READ_ONCE(g->nr_cpus) * HEAP_LEVELS;
 	for (id = zero; id < n && can_loop; id++) {
 		err = arena_heap_fill(id);
 		if (err < 0)
-			return err;
+			goto out;
 		mapped += err;
 	}
+	err = large_maintain(mapped);
+	if (err > 0)
+		mapped += err;
+	pool_purge(!mapped);
 	if (mapped)
 		atomic_add(&g->refills, 1);
-	/*
-	 * The large sizes' allocator: spares beyond the recent peak go back, then at least
-	 * reserve_large stay for non-sleepable callers.
-	 */
-	err = arena_buddy_ready();
-	if (!err)
-		buddy_shrink((struct buddy __arena *)arena_buddy_addr());
-	if (!err)
-		err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(),
-				    READ_ONCE(g->reserve_large));
+out:
+	atomic_add(&g->maintain_passes, 1);
+	atomic_add(&g->maintain_ns, bpf_ktime_get_ns() - t0);
 	return err < 0 ? err : 0;
+}
+
+/*
+ * Room on this CPU for count objects of size bytes (see heap.h). Sleepable. Large sizes
+ * are the buddy's: its spare chunks are raised to what the objects need.
+ */
+__weak int arena_heap_reserve(u64 size, u64 count)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 cpu = bpf_get_smp_processor_id(), cls, kind, per, have, want, got;
+	struct arena_heap __arena *h;
+	u64 spans;
+	int err;
+
+	arena_subprog_init();
+	if (!count)
+		return 0;
+	if (!size || size > BUDDY_MAX_SIZE) {
+		arena_stderr("arena_heap_reserve: %llu bytes: arena_malloc serves 1 to %u",
+			     size, BUDDY_MAX_SIZE);
+		return -EINVAL;
+	}
+	err = global_ready();
+	if (err)
+		return err;
+	if (size > HEAP_MEDIUM_MAX) {
+		per = BUDDY_CHUNK_SIZE >> (64 - __builtin_clzll((size - 1) | 15));
+		per = per ? per : 1;
+		spans = (count + per - 1) / per + READ_ONCE(g->reserve_large);
+		if (spans > BUDDY_NR_SLOTS) {
+			arena_stderr("arena_heap_reserve: %llu objects of %llu bytes: too many",
+				     count, size);
+			return -E2BIG;
+		}
+		err = arena_buddy_ready();
+		if (!err)
+			err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(), spans);
+		g->large_since = 0;
+		return err;
+	}
+	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS) {
+		arena_stderr("arena_heap_reserve: CPU %u has no heap (run arena_heap_refill)",
+			     cpu);
+		return -ENOENT;
+	}
+	err = arena_heap_fill(cpu * HEAP_LEVELS);
+	if (err < 0)
+		return err;
+	h = heap_at(cpu * HEAP_LEVELS);
+	cls = __heap_class(size) % HEAP_NR_CLASSES;
+	kind = cls >= HEAP_NR_SMALL;
+	per = HEAP_KIND_SPAN(kind) / class_size(cls);
+	spans = (count + per - 1) / per;
+	if (spans > HEAP_NR_SPANS) {
+		arena_stderr("arena_heap_reserve: %llu objects of %llu bytes: too many", count,
+			     size);
+		return -E2BIG;
+	}
+	/* A fresh reservation is not a quiet heap's spare. */
+	h->quiet_since = now_ms() | 1;
+	want = spans + heap_target(h, kind);
+	have = reserve_count(h, kind);
+	if (have >= want)
+		return 0;
+	got = pool_take(h, kind, want - have);
+	if (have + got >= want)
+		return 0;
+	return reserve_map(h, kind, want - have - got, "arena_heap_reserve");
 }
 
 #ifdef __BPF__
@@ -1222,10 +1666,11 @@ static int heap_wq_cb(void *map, int *key, void *value)
 
 static int heap_timer_cb(void *map, int *key, struct heap_timer *t)
 {
+	u32 due = READ_ONCE(arena_heap_global.purge_due);
 	struct heap_wq *w;
 	int k = 0;
 
-	if (READ_ONCE(arena_heap_global.want)) {
+	if (READ_ONCE(arena_heap_global.want) || (due && (s32)(now_ms() - due) >= 0)) {
 		w = bpf_map_lookup_elem(&arena_heap_wq, &k);
 		if (w)
 			bpf_wq_start(&w->wq, 0);
@@ -1295,6 +1740,8 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 		g->high_water = args->high_water;
 	if (args->reserve_large)
 		g->reserve_large = args->reserve_large;
+	if (args->purge_delay_ms)
+		g->purge_delay = args->purge_delay_ms;
 #ifdef LIBARENA_ASAN
 	asan_map_low(0);
 #endif

@@ -288,43 +288,203 @@ int test_heap_exhaust_refill(struct arena_test_ctx *ctx)
 }
 
 /*
- * Free spans go back: to the reserve, then beyond the high-water mark to the kernel.
- * With a small target for the test's duration, 20 spans are far beyond it.
+ * Free spans go back: to the reserve, beyond the high-water mark to the pool, where an
+ * allocation burst takes them again without maintenance, and only once they are due
+ * (the purge delay) to the kernel. With a small target for the test's duration, 20
+ * spans are far beyond it; the delay is a minute until the last step sets it to 0.
  */
+static __noinline int pool_round(bool sleepable)
+{
+	u32 i, k;
+
+	for (k = zero; k < 5 && can_loop; k++) {
+		if (sleepable && arena_heap_maintain())
+			return __LINE__;
+		for (i = zero; i < 64 && can_loop; i++) {
+			hp[(k * 64 + i) % NR_PTRS] = sleepable ?
+				(u64)arena_malloc_sleepable(4096) : (u64)arena_malloc(4096);
+			if (!hp[(k * 64 + i) % NR_PTRS])
+				return __LINE__;
+		}
+	}
+	return 0;
+}
+
+static __noinline int pool_free_all(void)
+{
+	u32 i;
+	int err = 0;
+
+	for (i = zero; i < 5 * 64 && i < NR_PTRS && can_loop; i++)
+		if (arena_free((void __arena *)hp[i]))
+			err = __LINE__;
+	arena_heap_collect_cpu();
+	return err;
+}
+
 SEC("syscall")
 int test_heap_pages_returned(struct arena_test_ctx *ctx)
 {
 	struct arena_heap_global __arena *g = glob();
-	u64 returned = g->spans_returned, mapped;
-	u32 i, k, n = zero, target = g->reserve[0], high = g->high_water;
-	int err = 0;
+	u64 returned = g->spans_returned, mapped, reused, pooled, maps;
+	u32 target = g->reserve[0], high = g->high_water, delay = g->purge_delay;
+	int err;
 
 	g->reserve[0] = 2;
 	g->high_water = 1;
-	for (k = zero; k < 5 && can_loop; k++) {
-		if (arena_heap_maintain())
-			err = __LINE__;
-		for (i = zero; i < 64 && can_loop; i++) {
-			hp[(k * 64 + i) % NR_PTRS] = (u64)arena_malloc_sleepable(4096);
-			if (!hp[(k * 64 + i) % NR_PTRS])
-				err = __LINE__;
-			n++;
-		}
-	}
+	g->purge_delay = 60000;
+	err = pool_round(true);
 	mapped = g->spans_mapped;
-	for (i = zero; i < n && i < NR_PTRS && can_loop; i++)
-		if (arena_free((void __arena *)hp[i]))
-			err = __LINE__;
-	arena_heap_collect_cpu();
-	if (arena_heap_maintain())
+	if (!err)
+		err = pool_free_all();
+	/* Not due: a pass keeps them all. */
+	if (!err && arena_heap_maintain())
+		err = __LINE__;
+	/* Still in the pool (a background pass may have given back older, trimmed ones). */
+	pooled = (g->release >> 32) & HEAP_REMOTE_COUNT;
+	/* The same burst again, non-sleepable: from the pool. */
+	reused = g->pool_reused;
+	maps = g->map_calls;
+	if (!err)
+		err = pool_round(false);
+	reused = g->pool_reused - reused;
+	maps = g->map_calls - maps;
+	if (!err)
+		err = pool_free_all();
+	/* Due now: two passes (the first may map a reserve, and then gives back nothing). */
+	g->purge_delay = 0;
+	if (!err && (arena_heap_maintain() || arena_heap_maintain()))
 		err = __LINE__;
 	g->reserve[0] = target;
 	g->high_water = high;
+	g->purge_delay = delay;
 	ARENA_ASSERT_EQ(err, 0);
-	arena_stdout("returned: %llu spans mapped at the peak, %llu now, %llu given back",
-		     mapped, g->spans_mapped, g->spans_returned - returned);
-	ARENA_ASSERT(g->spans_returned > returned);
+	arena_stdout("returned: %llu spans mapped at the peak, %llu pooled, %llu reused from "
+		     "the pool (%llu maps), %llu given back", mapped, pooled, reused, maps,
+		     g->spans_returned - returned);
+	ARENA_ASSERT(pooled >= 16);
+	/* 20 spans' worth: the reserve's leftovers, then the pool; nothing mapped. */
+	ARENA_ASSERT(reused > 0);
+	ARENA_ASSERT_EQ(maps, 0);
+	ARENA_ASSERT(g->spans_returned >= returned + 16);
 	ARENA_ASSERT(g->spans_mapped < mapped);
+	return 0;
+}
+
+/*
+ * Maintenance with nothing to do maps and unmaps nothing: settle with a purge delay of 0
+ * (refill, shed the spares, give back the due ones), then two idle passes in a row.
+ */
+SEC("syscall")
+int test_heap_idle_passes(struct arena_test_ctx *ctx)
+{
+	struct arena_heap_global __arena *g = glob();
+	struct buddy __arena *b = (struct buddy __arena *)arena_buddy_addr();
+	u64 maps, pages, unmaps, upages, bmaps, bunmaps, passes, ns, t0, t1;
+	u32 delay = g->purge_delay, i;
+
+	g->purge_delay = 0;
+	for (i = zero; i < 4 && can_loop; i++)
+		ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	g->purge_delay = delay;
+	maps = g->map_calls;
+	pages = g->map_pages;
+	unmaps = g->unmap_calls;
+	upages = g->unmap_pages;
+	bmaps = b->stats.map_calls;
+	bunmaps = b->stats.unmap_calls;
+	passes = g->maintain_passes;
+	ns = g->maintain_ns;
+	t0 = bpf_ktime_get_ns();
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	t1 = bpf_ktime_get_ns();
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	arena_stdout("idle passes: %llu ns and %llu ns (the passes' own count: %llu ns)",
+		     t1 - t0, bpf_ktime_get_ns() - t1, g->maintain_ns - ns);
+	ARENA_ASSERT_EQ(g->map_calls, maps);
+	ARENA_ASSERT_EQ(g->map_pages, pages);
+	ARENA_ASSERT_EQ(g->unmap_calls, unmaps);
+	ARENA_ASSERT_EQ(g->unmap_pages, upages);
+	ARENA_ASSERT_EQ(b->stats.map_calls, bmaps);
+	ARENA_ASSERT_EQ(b->stats.unmap_calls, bunmaps);
+	ARENA_ASSERT(g->maintain_passes >= passes + 2);
+	return 0;
+}
+
+/*
+ * A reserve's spans beyond its target, unused for the purge delay, leave it: after a
+ * reservation nobody used, the next pass (delay 0) sheds them and the one after gives
+ * them back. The target itself stays.
+ */
+SEC("syscall")
+int test_heap_reserve_shed(struct arena_test_ctx *ctx)
+{
+	struct arena_heap_global __arena *g = glob();
+	u32 cpu = bpf_get_smp_processor_id(), delay = g->purge_delay, target = g->reserve[0];
+	struct arena_heap __arena *h = heap_of(cpu * HEAP_LEVELS);
+	u64 shed = g->spares_shed, returned = g->spans_returned;
+	u32 have;
+
+	ARENA_ASSERT_EQ(arena_heap_reserve(64, 40 * (HEAP_SMALL_SPAN / 64)), 0);
+	have = h->reserve_nr[0] + ((h->reserve_in[0] >> 32) & HEAP_REMOTE_COUNT);
+	ARENA_ASSERT(have >= 40 + target);
+	/* Within the delay nothing leaves (a minute: no pass can find it due). */
+	g->purge_delay = 60000;
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	ARENA_ASSERT_EQ(g->spares_shed, shed);
+	g->purge_delay = 0;
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	g->purge_delay = delay;
+	ARENA_ASSERT(g->spares_shed >= shed + 40);
+	ARENA_ASSERT(g->spans_returned >= returned + 40);
+	have = h->reserve_nr[0] + ((h->reserve_in[0] >> 32) & HEAP_REMOTE_COUNT);
+	arena_stdout("shed: %llu spans, %u left in the reserve (target %u)",
+		     g->spares_shed - shed, have, target);
+	ARENA_ASSERT_EQ(have, target);
+	return 0;
+}
+
+/*
+ * arena_heap_reserve: room for a bulk build in a sleepable program, with no maintenance
+ * on the way and no shortfall; bad requests get an errno, large sizes raise the buddy's
+ * spares.
+ */
+#define BULK 20000
+u64 __arena_global bulk[BULK];
+
+SEC("syscall")
+int test_heap_reserve(struct arena_test_ctx *ctx)
+{
+	struct arena_heap_global __arena *g = glob();
+	struct buddy __arena *b = (struct buddy __arena *)arena_buddy_addr();
+	u32 cpu = bpf_get_smp_processor_id(), i, n = zero;
+	struct arena_heap __arena *h = heap_of(cpu * HEAP_LEVELS);
+	u64 shortfalls = h->stats.shortfalls, passes, p;
+
+	ARENA_ASSERT_EQ(arena_heap_reserve(0, 1), -EINVAL);
+	ARENA_ASSERT_EQ(arena_heap_reserve(BUDDY_MAX_SIZE + 1, 1), -EINVAL);
+	ARENA_ASSERT_EQ(arena_heap_reserve(64, 1ull << 40), -E2BIG);
+	ARENA_ASSERT_EQ(arena_heap_reserve(64, 0), 0);
+	ARENA_ASSERT_EQ(arena_heap_reserve(256 << 10, 8), 0);
+	ARENA_ASSERT(b->stats.chunks_spare >= 4);
+
+	ARENA_ASSERT_EQ(arena_heap_reserve(48, BULK), 0);
+	passes = g->maintain_passes;
+	for (i = zero; i < BULK && can_loop; i++) {
+		p = (u64)arena_malloc(48);
+		bulk[i] = p;
+		if (!p)
+			break;
+		n++;
+	}
+	/* The background workqueue may have run a pass meanwhile: none is needed. */
+	ARENA_ASSERT_EQ(n, BULK);
+	ARENA_ASSERT_EQ(h->stats.shortfalls, shortfalls);
+	for (i = zero; i < BULK && can_loop; i++)
+		ARENA_ASSERT_EQ(arena_free((void __arena *)bulk[i]), 0);
+	arena_stdout("reserve: %u objects of 48 B, %llu maintenance passes meanwhile", n,
+		     g->maintain_passes - passes);
 	return 0;
 }
 

@@ -618,3 +618,41 @@ int test_rbtree_large_destroy(struct arena_test_ctx *ctx)
 	RUN(rbtree_large_destroy);
 	return 0;
 }
+
+/*
+ * A bulk build in one sleepable program, as programs written for upstream do: one
+ * arena_heap_reserve() call ahead, no maintenance on the way, no allocation failing.
+ */
+#define BULK_KEYS	65536
+
+static __noinline int bulk_insert(struct rbtree __arena *t, u32 n)
+{
+	u32 i;
+
+	for (i = zero; i < n && can_loop; i++)
+		if (rb_insert(t, (u64)i * 2654435761u % 1000003 * BULK_KEYS + i, i))
+			return -ENOMEM;
+	return 0;
+}
+
+SEC("syscall")
+int test_rbtree_bulk_build(struct arena_test_ctx *ctx)
+{
+	struct arena_heap_global __arena *g = (void __arena *)arena_heap_global_addr();
+	u64 mapped = g->map_calls, passes = g->maintain_passes;
+	struct rbtree __arena *t;
+	int err;
+
+	ARENA_ASSERT_EQ(arena_heap_reserve(sizeof(struct rbnode), BULK_KEYS), 0);
+	t = rb_create(RB_ALLOC, RB_DEFAULT);
+	ARENA_ASSERT(t);
+	err = bulk_insert(t, BULK_KEYS);
+	ARENA_ASSERT_EQ(err, 0);
+	ARENA_ASSERT_EQ(t->nr_nodes, BULK_KEYS);
+	ARENA_ASSERT_EQ(rb_integrity_check(t), 0);
+	arena_stdout("bulk: %u keys; %llu maps and %llu maintenance passes during the build "
+		     "(the reservation's and the background's)", BULK_KEYS,
+		     g->map_calls - mapped, g->maintain_passes - passes);
+	ARENA_ASSERT_EQ(rb_destroy(t), 0);
+	return 0;
+}

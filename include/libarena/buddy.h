@@ -103,6 +103,8 @@ struct buddy_stats {
 	u64 lock_timeouts;
 	u64 corruptions;			/* free lists found damaged, and dropped */
 	u64 deferred_frees;			/* frees that met a lock timeout: deferred */
+	u64 map_calls, map_pages;		/* page kfunc maps (chunks, runs), ever */
+	u64 unmap_calls;			/* and unmaps (their pages: pages_returned) */
 };
 
 struct buddy {
@@ -165,6 +167,8 @@ static __always_inline void __arena *buddy_alloc_nosleep(struct buddy __arena *b
 int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares);
 /* Sleepable: give back the spares beyond what the recent peak of use needs. */
 int buddy_shrink(struct buddy __arena *b __arg_arena);
+/* Sleepable: give back the spares beyond keep (and forget the peak); how many went. */
+int buddy_trim_keep(struct buddy __arena *b __arg_arena, u32 keep);
 
 /* The default allocator (user address via arena_get_info), behind large arena_malloc()s. */
 u64 arena_buddy_addr(void);

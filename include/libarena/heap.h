@@ -37,12 +37,17 @@
  * Page kfuncs are sleepable-only on 6.12, so spans
  * come from per-heap reserves that sleepable code fills ahead of demand:
  *   - arena_heap_refill (SEC("syscall"), struct arena_heap_refill_args) creates the heaps,
- *     fills every reserve to its target, gives released spans back to the kernel and arms
- *     a 5 ms bpf_timer that starts a bpf_wq whenever a heap asks for more;
- *   - arena_heap_maintain() is the same work as a function, for sleepable programs.
- * A malloc that finds its reserve empty returns NULL and counts the shortfall. A span
- * whose objects are all free goes back to the heap's reserve; beyond the high-water mark,
- * to the kernel (by the next maintenance). Spans that come back empty through remote
+ *     fills every reserve to its target and arms a 5 ms bpf_timer that starts a bpf_wq
+ *     whenever a heap asks for more or a spare is due to go back;
+ *   - arena_heap_maintain() is the same work as a function, for sleepable programs;
+ *   - arena_heap_reserve(size, count) makes room ahead of a bulk build (sleepable).
+ * A malloc that finds its reserve empty takes spans from the pool, else returns NULL and
+ * counts the shortfall. A span whose objects are all free goes back to the heap's
+ * reserve; beyond the high-water mark (target x high_water), to the pool. Memory goes
+ * back to the kernel only after the purge delay (HEAP_PURGE_DELAY_MS): a pool span once
+ * due, a reserve's spans beyond its target once the heap has taken none for that long,
+ * and never in a maintenance pass that maps: an idle pass maps and unmaps nothing, and a
+ * steady workload none after its warm-up. Spans that come back empty through remote
  * frees are noticed when the owner next looks at them, or by arena_heap_collect_cpu()
  * (any program; SEC("syscall") arena_heap_collect for user space): the heaps of the CPU
  * it runs on.
@@ -85,8 +90,17 @@
 #define HEAP_RESERVE_SMALL	4
 #define HEAP_RESERVE_MEDIUM	2
 #define HEAP_RESERVE_NESTED	1	/* nesting levels, once they have been used */
-#define HEAP_HIGH_WATER		4	/* x the target: beyond it, back to the kernel */
+#define HEAP_HIGH_WATER		4	/* x the target: beyond it, to the pool */
 #define HEAP_POLL_NS		5000000	/* the maintenance timer's period */
+/*
+ * How long a spare must stay unused before its pages go back to the kernel: a span in
+ * the pool since its release, or a reserve's spans beyond the target while its heap took
+ * none. 100 ms is twenty maintenance periods and well beyond a scheduler's tick-driven
+ * churn (1-10 ms), so a workload that comes back reuses its pages instead of paying a
+ * map and an unmap (~0.1-5 ms each under TCG) per span; yet memory at rest goes back
+ * within a moment a person would notice. arena_heap_refill_args.purge_delay_ms sets it.
+ */
+#define HEAP_PURGE_DELAY_MS	100
 
 #define HEAP_MAGIC		0x48656170u
 #define HEAP_SPAN_MAGIC		0x5370616eu
@@ -95,7 +109,7 @@
 /* Span states. */
 #define HEAP_SPAN_RESERVE	1	/* mapped, in a reserve */
 #define HEAP_SPAN_ACTIVE	2	/* holds objects of one class for its owner */
-#define HEAP_SPAN_RELEASE	3	/* on its way back to the kernel */
+#define HEAP_SPAN_RELEASE	3	/* in the pool: reused, or given back once due */
 
 /* Trimming a medium span's unused pages (arena_heap_span.trim). */
 #define HEAP_TRIM_NONE		0	/* every page of the kind mapped, not queued */
@@ -113,7 +127,7 @@ struct arena_heap_span {
 	u64 remote;		/* frees from other heaps, see above */
 	u32 local;		/* owner's free list: arena offset of the first object */
 	u32 used;		/* objects out, as the owner counts them */
-	u32 bump;		/* objects carved so far */
+	u32 bump;		/* objects carved so far; in the pool: since when (ms clock) */
 	u32 capacity;		/* objects the span holds */
 	u32 size;		/* object size */
 	u8 cls;
@@ -122,7 +136,7 @@ struct arena_heap_span {
 	u8 listed;		/* on the owner's partial list */
 	u32 owner;		/* heap id + 1 while HEAP_SPAN_ACTIVE, else 0 */
 	u32 next, prev;		/* owner's lists (span index + 1) */
-	u32 link;		/* lock-free stacks: revived, incoming reserve, release */
+	u32 link;		/* lock-free stacks: revived, the pool */
 	u32 magic;		/* HEAP_SPAN_MAGIC while mapped */
 	u32 trim;		/* HEAP_TRIM_* */
 	u32 trim_link;		/* the trim stack */
@@ -164,12 +178,24 @@ struct arena_heap {
 	u32 want;		/* the reserve ran low: maintenance should refill it */
 	u32 used;		/* ever used: nesting levels get a reserve from then on */
 	u32 parked;		/* remote frees that could not get through yet (object list) */
-	u32 reserve[HEAP_KINDS];	/* owner's spare spans (span index + 1) */
+	/*
+	 * The owner's spare spans (span index + 1), linked through next. Only the owner
+	 * pushes and pops (compare-and-swap); maintenance may only take a list whole, so a
+	 * pop cannot meet ABA. reserve_nr is raised before a push and lowered by whoever
+	 * took a span: never below the true count.
+	 */
+	u32 reserve[HEAP_KINDS];
 	u32 reserve_nr[HEAP_KINDS];
 	u64 reserve_in[HEAP_KINDS];	/* from maintenance: span + 1 | count << 32 */
 	u64 revived;			/* from remote freers: span + 1 */
 	u32 parked_nr;		/* objects on it */
-	u32 pad;
+	/*
+	 * Maintenance only: the heap has taken no span from its reserves since quiet_since
+	 * (ms clock; quiet_taken is stats.spans_taken then). Spares beyond the target leave
+	 * a reserve that stayed quiet for the purge delay.
+	 */
+	u32 quiet_since;
+	u32 quiet_taken;
 	u32 current[HEAP_NR_CLASSES];
 	u32 partial[HEAP_NR_CLASSES];	/* spans with free objects, besides current */
 	struct arena_heap_stats stats;
@@ -184,7 +210,13 @@ struct arena_heap_global {
 	u32 want;			/* some heap asked for a refill */
 	u32 reserve_large;		/* spare buddy chunks for sizes beyond 64 KiB */
 	u32 fail_remote;		/* tests only: remote pushes fail, frees park */
-	u64 release;			/* spans for the kernel: span + 1 | count << 32 */
+	/*
+	 * The pool: whole spare spans that left a reserve (span + 1 | count << 32, linked
+	 * through link), each due purge_delay after its bump (ms clock). A heap short of
+	 * spans takes from it before maintenance maps new ones; maintenance gives back the
+	 * due ones, never in a pass that mapped. Only taken whole, so no ABA.
+	 */
+	u64 release;
 	u64 trim;			/* spans to trim: span + 1 | count << 32 */
 	u64 claimed[HEAP_NR_SPANS / 64];	/* span slots in use */
 	u64 desc_mapped[HEAP_NR_SPANS / 64 / 64 + 1];	/* descriptor pages mapped */
@@ -200,6 +232,16 @@ struct arena_heap_global {
 	u64 lost_spans;			/* span pushes given up after the whole loop budget */
 	u64 large_allocs, large_frees;	/* served by the buddy allocator */
 	u64 pages_trimmed;		/* unused pages of spans in use, given back */
+	u32 purge_delay;		/* ms, HEAP_PURGE_DELAY_MS unless set */
+	u32 purge_due;			/* ms clock of the next spare due, 0: none (a hint) */
+	u32 large_since;		/* ms clock since the large sizes' spares exceed theirs */
+	u32 large_allocs_seen;		/* the buddy's allocs then (low bits) */
+	u64 pool_reused;		/* spans taken from the pool instead of mapped */
+	u64 spares_shed;		/* spans moved from quiet reserves to the pool */
+	u64 map_calls, map_pages;	/* bpf_arena_alloc_pages calls and pages, ever */
+	u64 unmap_calls, unmap_pages;	/* bpf_arena_free_pages calls and pages, ever */
+	u64 maintain_passes;		/* arena_heap_maintain calls */
+	u64 maintain_ns;		/* and the time they took */
 };
 
 struct arena_heap_refill_args {
@@ -208,12 +250,20 @@ struct arena_heap_refill_args {
 	u32 reserve_medium;
 	u32 high_water;		/* in: x the target, 0 for the default */
 	u32 reserve_large;	/* in: spare 512 KiB chunks for large sizes, 0: default 1 */
-	u32 pad;
+	u32 purge_delay_ms;	/* in: see HEAP_PURGE_DELAY_MS, 0 for the default */
 	u64 spans_mapped;	/* out: spans the allocator holds */
 	u64 pages_mapped;	/* out */
 };
 
 int arena_heap_maintain(void);
+int arena_heap_span_unmap(u32 s, u32 pages);	/* maintenance's, sleepable */
+/*
+ * Sleepable programs only: make room on this CPU for count objects of size bytes, so a
+ * bulk build (a million inserts into a tree from one SEC("syscall") program) needs no
+ * maintenance call on the way. Spans come from the pool first, then the kernel; what the
+ * build leaves unused goes back after the purge delay. 0, or -errno with a log line.
+ */
+int arena_heap_reserve(u64 size, u64 count);
 int arena_heap_collect_cpu(void);
 /*
  * Objects arena_malloc handed out that arena_free has not taken back, over every heap
