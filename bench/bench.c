@@ -35,6 +35,29 @@ struct bench_args {
 
 #define MAX_THREADS 8
 
+#define MAINT_PASSES 16
+
+struct maint_args {
+	u32 passes, n, size, pad;
+	u64 ns_min, ns_max, ns_total;
+	u64 map_pages, unmap_pages;
+	u64 ns[MAINT_PASSES];
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+enum { RB_RESERVE, RB_RITUAL, RB_PREFILLED, NR_RB_MODES };
+
+struct rb_args {
+	u32 mode, keys;
+	u64 ns, map_pages;
+};
+
 static struct bpf_object *obj;
 static struct bpf_program *run_prog, *ref_prog;
 static pthread_barrier_t start;
@@ -122,23 +145,26 @@ static int run_simple(const char *name, struct bench_args *a)
 	return err ? err : ret;
 }
 
-/* Spans held spare in the heaps' reserves, in pages. */
+/*
+ * Pages of spare spans: in the heaps' reserves and in the pool, read from the span
+ * descriptors of claimed slots (whose descriptor pages are mapped).
+ */
 static u64 heap_reserve_pages(const struct arena_heap_global *g)
 {
 	uintptr_t base = (uintptr_t)g & ~(uintptr_t)0xffffffff;
 	u64 pages = 0;
 
-	for (u32 id = 0; id < g->nr_cpus * HEAP_LEVELS; id++) {
-		const struct arena_heap *h = (const void *)(base + HEAP_HEAPS_START +
-							    (uintptr_t)id * HEAP_HEAP_SIZE);
+	for (u32 s = 0; s < HEAP_NR_SPANS; s++) {
+		const struct arena_heap_span *sp;
 
-		if (h->magic != HEAP_MAGIC)
+		if (!(g->claimed[s / 64] & (1ull << (s % 64))))
 			continue;
-		for (int k = 0; k < HEAP_KINDS; k++) {
-			u64 n = h->reserve_nr[k] + ((h->reserve_in[k] >> 32) & HEAP_REMOTE_COUNT);
-
-			pages += n * HEAP_KIND_SPAN(k) / 4096;
-		}
+		sp = (const void *)(base + HEAP_DESC_START + (uintptr_t)s * 64);
+		if (sp->magic != HEAP_SPAN_MAGIC)
+			continue;
+		if (sp->state == HEAP_SPAN_RESERVE ||
+		    (sp->state == HEAP_SPAN_RELEASE && sp->trim != HEAP_TRIM_DONE))
+			pages += HEAP_KIND_SPAN(sp->kind & 1) / 4096;
 	}
 	return pages;
 }
@@ -302,6 +328,162 @@ static void write_data(const char *path, struct result res[2][2][NR_SIZES][NR_AL
 	fclose(f);
 }
 
+static int run_args(const char *name, void *args, size_t size)
+{
+	int ret, err;
+
+	err = libarena_run_prog(bpf_object__find_program_by_name(obj, name), args, size, &ret);
+	return err ? err : ret;
+}
+
+/* Every pool span and quiet spare given back: a purge delay of 0 for two passes. */
+static int purge_all(struct arena_heap_global *g)
+{
+	struct maint_args m = { .passes = 2 };
+	u32 delay = g->purge_delay;
+	int err;
+
+	g->purge_delay = 0;
+	err = run_args("bench_maintain", &m, sizeof(m));
+	g->purge_delay = delay;
+	return err;
+}
+
+/*
+ * The allocator's slow side (issue 19): maintenance passes idle and after work, the
+ * maintenance a steady load costs, and a sleepable bulk build.
+ */
+static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
+{
+	static const u32 after[] = { 256, 1024, 4096 };
+	struct maint_args m = { .passes = 2 };
+	double best[NR_RB_MODES] = { 0 };
+	u64 maps0, unmaps0, ns0, passes0;
+	u32 failed;
+	double t0, secs;
+	int err;
+
+	printf("\nmaintenance (arena_heap_maintain), ns per pass\n");
+	/* Two passes first: whatever the benchmarks above left to shed or give back. */
+	err = purge_all(g) ?: run_args("bench_maintain", &m, sizeof(m));
+	m = (struct maint_args){ .passes = MAINT_PASSES };
+	if (!err)
+		err = run_args("bench_maintain", &m, sizeof(m));
+	if (err)
+		goto fail;
+	qsort(m.ns, MAINT_PASSES, sizeof(m.ns[0]), cmp_u64);
+	printf("  idle: %u passes in a row, min %llu, median %llu, max %llu; pages mapped %llu, "
+	       "unmapped %llu\n", m.passes, (unsigned long long)m.ns[0],
+	       (unsigned long long)m.ns[MAINT_PASSES / 2], (unsigned long long)m.ns[MAINT_PASSES - 1],
+	       (unsigned long long)m.map_pages, (unsigned long long)m.unmap_pages);
+	printf("goal: an idle pass costs at most 50 us: %.1f us median, %.1f us max (%s)\n",
+	       m.ns[MAINT_PASSES / 2] / 1e3, m.ns[MAINT_PASSES - 1] / 1e3,
+	       m.ns[MAINT_PASSES / 2] <= 50000 ? "met" : "NOT met");
+	for (u32 i = 0; i < sizeof(after) / sizeof(after[0]); i++) {
+		/* From an empty pool, so the pass maps what the objects drained. */
+		if (purge_all(g))
+			goto fail;
+		m = (struct maint_args){ .passes = 1, .n = after[i], .size = 4096 };
+		err = run_args("bench_maintain", &m, sizeof(m));
+		if (err)
+			goto fail;
+		printf("  after %4u allocations of 4 KiB: %9llu ns, %4llu pages mapped "
+		       "(%.1f us per page)\n", after[i], (unsigned long long)m.ns_total,
+		       (unsigned long long)m.map_pages,
+		       m.map_pages ? m.ns_total / 1e3 / m.map_pages : 0.0);
+	}
+
+	/*
+	 * A steady load on every CPU: batches of 256 x 4 KiB cross spans all the time.
+	 * From an empty pool (what the passes above freed would be given back meanwhile),
+	 * after a warm-up.
+	 */
+	if (purge_all(g))
+		goto fail;
+	cell(run_prog, ALLOC_HEAP, 1, 4096, 256 * 64, ncpu, &failed);
+	maps0 = g->map_pages;
+	unmaps0 = g->unmap_pages;
+	ns0 = g->maintain_ns;
+	passes0 = g->maintain_passes;
+	t0 = now();
+	for (int r = 0; r < 16; r++)
+		cell(run_prog, ALLOC_HEAP, 1, 4096, 256 * 1024, ncpu, &failed);
+	secs = now() - t0;
+	printf("  steady load (batches of 256 x 4 KiB on %d CPUs, %.2f s): maintenance "
+	       "%.2f ms per second in %.0f passes/s; pages mapped %llu, unmapped %llu "
+	       "after warm-up\n", ncpu, secs, (g->maintain_ns - ns0) / 1e6 / secs,
+	       (g->maintain_passes - passes0) / secs,
+	       (unsigned long long)(g->map_pages - maps0),
+	       (unsigned long long)(g->unmap_pages - unmaps0));
+
+	printf("\nbulk build in one sleepable program: %u-key red-black tree, ns per insert\n",
+	       65536);
+	for (int round = 0; round < rounds; round++) {
+		for (u32 mode = 0; mode < NR_RB_MODES; mode++) {
+			struct rb_args rb = { .mode = mode, .keys = 65536 };
+
+			if (purge_all(g))
+				goto fail;
+			err = run_args("bench_rb_build", &rb, sizeof(rb));
+			if (err) {
+				fprintf(stderr, "bench: bench_rb_build mode %u: %d\n", mode, err);
+				return 1;
+			}
+			if (!best[mode] || rb.ns / 65536.0 < best[mode])
+				best[mode] = rb.ns / 65536.0;
+		}
+	}
+	printf("  %-52s %8.1f\n", "arena_heap_reserve() ahead, timed with the build",
+	       best[RB_RESERVE]);
+	printf("  %-52s %8.1f\n", "arena_heap_maintain() every 256 inserts", best[RB_RITUAL]);
+	printf("  %-52s %8.1f\n", "pre-filled heap (reservation before the clock)",
+	       best[RB_PREFILLED]);
+	printf("goal: the build with its reservation at most 2x the pre-filled one: %.2fx "
+	       "(%s)\n", best[RB_RESERVE] / best[RB_PREFILLED],
+	       best[RB_RESERVE] <= 2 * best[RB_PREFILLED] ? "met" : "NOT met");
+	return 0;
+fail:
+	fprintf(stderr, "bench: bench_maintain failed: %d\n", err);
+	return 1;
+}
+
+
+/*
+ * The mixed workload's memory once it ends: after the purge delay and an idle pass,
+ * with the targets kept (the default), then with a rest level of one span per kind.
+ */
+static int at_rest(struct arena_heap_global *g, struct bench_args *a)
+{
+	const struct buddy *b = libarena_buddy(obj);
+	u64 chunk = BUDDY_CHUNK_PAGES + BUDDY_META_PAGES, held, spare, large;
+	struct maint_args m = { .passes = 1 };
+	u32 rest = g->reserve_rest;
+
+	for (int k = 0; k < 2; k++) {
+		g->reserve_rest = k ? 1 : rest;
+		usleep((g->purge_delay + 20) * 1000);
+		if (run_args("bench_maintain", &m, sizeof(m))) {
+			g->reserve_rest = rest;
+			return 1;
+		}
+		held = g->pages_mapped;
+		spare = heap_reserve_pages(g);
+		large = b ? b->stats.chunks_held * chunk : 0;
+		printf("  at rest (%s, the purge delay of %u ms passed, an idle pass): %llu pages "
+		       "held (%llu spare): %.2fx; with the large sizes' standing reserve (%llu "
+		       "pages): %.2fx\n", k ? "reserve_rest 1" : "reserve targets kept",
+		       g->purge_delay, (unsigned long long)held, (unsigned long long)spare,
+		       held * 4096.0 / a->live_bytes, (unsigned long long)large,
+		       (held + large) * 4096.0 / a->live_bytes);
+		if (k)
+			printf("goal: at rest at most 1.3x the live bytes, spares included: "
+			       "%.2fx with reserve_rest 1 (%s)\n", held * 4096.0 / a->live_bytes,
+			       held * 4096.0 / a->live_bytes <= 1.3 ? "met" : "NOT met");
+	}
+	g->reserve_rest = rest;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct result res[2][2][NR_SIZES][NR_ALLOCS], ref[2][NR_REFS];
@@ -417,6 +599,8 @@ int main(int argc, char **argv)
 	if (data_path)
 		write_data(data_path, res, ref, ncpu);
 	g = libarena_heap(obj);
+	if (g && slow_side(g, ncpu, rounds))
+		return 1;
 	for (u32 al = ALLOC_HEAP; al <= ALLOC_BUDDY; al++) {
 		memset(&a, 0, sizeof(a));
 		a.alloc = al;
@@ -439,6 +623,8 @@ int main(int argc, char **argv)
 		       a.pages_held * 4096.0 / a.live_bytes,
 		       (a.pages_held - a.pages_reserve) * 4096.0 / a.live_bytes,
 		       (double)a.block_bytes / a.live_bytes);
+		if (al == ALLOC_HEAP && g && at_rest(g, &a))
+			return 1;
 		run_simple("bench_mixed_free", &a);
 	}
 	if (g)

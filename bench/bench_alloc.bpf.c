@@ -11,6 +11,7 @@
  * the mixed workload whose memory overhead bench.c reports.
  */
 #include <libarena/common.h>
+#include <libarena/rbtree.h>
 #include <bpf/bpf_core_read.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
@@ -482,4 +483,168 @@ int bench_mixed_free(struct bench_args *a)
 		mix_ptr[i & (MIX - 1)] = 0;
 	}
 	return 0;
+}
+
+/*
+ * The allocator's slow side: maintenance passes timed one by one, after n allocations of
+ * size bytes (0: idle), with the pages they mapped and unmapped (heap and buddy).
+ */
+#define MAINT_PASSES	16
+
+struct maint_args {
+	u32 passes;		/* in: passes to time */
+	u32 n;			/* in: objects to allocate (and free) before them */
+	u32 size;		/* in */
+	u32 pad;
+	u64 ns_min, ns_max, ns_total;	/* out */
+	u64 map_pages, unmap_pages;	/* out: during the timed passes */
+	u64 ns[MAINT_PASSES];		/* out: each pass */
+};
+
+#define MAINT_OBJS	4096
+u64 __arena_global maint_ptr[MAINT_OBJS];
+u64 __arena_global maint_ns[MAINT_PASSES];
+
+static __always_inline u64 maps_now(struct arena_heap_global __arena *g, bool unmaps)
+{
+	struct buddy __arena *b = (struct buddy __arena *)arena_buddy_addr();
+
+	if (unmaps)
+		return g->unmap_pages + b->stats.pages_returned;
+	return g->map_pages + b->stats.map_pages;
+}
+
+static __noinline int maint_fill(u32 n, u32 size)
+{
+	u64 p;
+	u32 i;
+
+	for (i = zero; i < n && i < MAINT_OBJS && can_loop; i++) {
+		p = (u64)arena_malloc(size);
+		if (!p && !arena_heap_maintain())	/* untimed: a refill on the way */
+			p = (u64)arena_malloc(size);
+		if (!p)
+			return -ENOMEM;
+		maint_ptr[i] = p;
+	}
+	return 0;
+}
+
+static __noinline void maint_free(u32 n)
+{
+	u32 i;
+
+	for (i = zero; i < n && i < MAINT_OBJS && can_loop; i++) {
+		arena_free((void __arena *)maint_ptr[i]);
+		maint_ptr[i] = 0;
+	}
+}
+
+SEC("syscall")
+int bench_maintain(struct maint_args *a)
+{
+	struct arena_heap_global __arena *g = (void __arena *)arena_heap_global_addr();
+	u64 t0, t1, dt, lo = ~0ull, hi = 0, total = 0, m0, u0;
+	u32 i, n = a->n, size = a->size, passes = a->passes;
+	int err;
+
+	err = maint_fill(n, size);
+	if (err)
+		return err;
+	m0 = maps_now(g, false);
+	u0 = maps_now(g, true);
+	for (i = zero; i < passes && i < MAINT_PASSES && can_loop; i++) {
+		t0 = bpf_ktime_get_ns();
+		err = arena_heap_maintain();
+		t1 = bpf_ktime_get_ns();
+		if (err)
+			return err;
+		dt = t1 - t0;
+		maint_ns[i & (MAINT_PASSES - 1)] = dt;
+		total += dt;
+		if (dt < lo)
+			lo = dt;
+		if (dt > hi)
+			hi = dt;
+	}
+	m0 = maps_now(g, false) - m0;
+	u0 = maps_now(g, true) - u0;
+	maint_free(n);
+	barrier_var(a);
+	a->ns_min = lo;
+	barrier_var(a);
+	a->ns_max = hi;
+	barrier_var(a);
+	a->ns_total = total;
+	barrier_var(a);
+	a->map_pages = m0;
+	barrier_var(a);
+	a->unmap_pages = u0;
+	/* Constant offsets: 6.12 refuses a context pointer moved by a variable. */
+#pragma unroll
+	for (i = 0; i < MAINT_PASSES; i++) {
+		barrier_var(a);
+		a->ns[i] = maint_ns[i];
+	}
+	return 0;
+}
+
+/*
+ * A 64K-key red-black tree built in one sleepable program, ns for the whole build:
+ *   RB_RESERVE   one arena_heap_reserve() ahead, timed with the build
+ *   RB_RITUAL    arena_heap_maintain() every 256 inserts (the old advice)
+ *   RB_PREFILLED the reservation made before the clock starts
+ */
+enum { RB_RESERVE, RB_RITUAL, RB_PREFILLED };
+
+struct rb_args {
+	u32 mode;		/* in */
+	u32 keys;		/* in: at most 1 << 20 */
+	u64 ns;			/* out */
+	u64 map_pages;		/* out: pages mapped during the timed part */
+};
+
+static __noinline int rb_build(struct rbtree __arena *t, u32 keys, bool ritual)
+{
+	u32 i;
+
+	for (i = zero; i < keys && i < (1u << 20) && can_loop; i++) {
+		if (ritual && !(i % 256) && arena_heap_maintain())
+			return -ENOMEM;
+		if (rb_insert(t, (u64)i * 2654435761u % 1000003 * (1u << 20) + i, i))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+SEC("syscall")
+int bench_rb_build(struct rb_args *a)
+{
+	struct arena_heap_global __arena *g = (void __arena *)arena_heap_global_addr();
+	u32 mode = a->mode, keys = a->keys;
+	struct rbtree __arena *t;
+	u64 t0, m0;
+	int err = 0;
+
+	t = rb_create(RB_ALLOC, RB_DEFAULT);
+	if (!t)
+		return -ENOMEM;
+	if (mode == RB_PREFILLED)
+		err = arena_heap_reserve(sizeof(struct rbnode), keys);
+	m0 = maps_now(g, false);
+	t0 = bpf_ktime_get_ns();
+	if (!err && mode == RB_RESERVE)
+		err = arena_heap_reserve(sizeof(struct rbnode), keys);
+	if (!err)
+		err = rb_build(t, keys, mode == RB_RITUAL);
+	t0 = bpf_ktime_get_ns() - t0;
+	m0 = maps_now(g, false) - m0;
+	if (!err && t->nr_nodes != keys)
+		err = -EUCLEAN;
+	rb_destroy(t);
+	barrier_var(a);
+	a->ns = t0;
+	barrier_var(a);
+	a->map_pages = m0;
+	return err;
 }

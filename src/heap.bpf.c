@@ -1466,8 +1466,9 @@ __weak int arena_heap_fill(u32 id)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h = heap_at(id);
-	u32 kind, have, target, now, taken, delay;
+	u32 kind, have, target, now, taken, delay, since, rest;
 	int err, mapped = 0;
+	bool quiet;
 
 	arena_subprog_init();
 	if (id >= HEAP_MAX_HEAPS)
@@ -1488,14 +1489,21 @@ __weak int arena_heap_fill(u32 id)
 		h->quiet_taken = taken;
 		h->quiet_since = now | !now;
 	}
+	since = h->quiet_since;
+	if ((s32)(READ_ONCE(g->woken) - since) > 0)
+		since = READ_ONCE(g->woken);
+	quiet = (s32)(now - since - delay) >= 0;
+	rest = READ_ONCE(g->reserve_rest);
 	for (kind = 0; kind < HEAP_KINDS; kind++) {
 		target = heap_target(h, kind);
+		if (quiet && rest && rest < target)
+			target = rest;
 		have = reserve_count(h, kind);
 		if (have > target) {
-			if ((s32)(now - h->quiet_since - delay) >= 0)
+			if (quiet)
 				reserve_shed(h, kind, target);
 			else
-				due_at(h->quiet_since + delay);
+				due_at(since + delay);
 			continue;
 		}
 		if (have < target)
@@ -1742,6 +1750,10 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 		g->reserve_large = args->reserve_large;
 	if (args->purge_delay_ms)
 		g->purge_delay = args->purge_delay_ms;
+	if (args->reserve_rest)
+		g->reserve_rest = args->reserve_rest;
+	/* A refill asks for the targets: no heap counts as quiet from here. */
+	g->woken = now_ms() | 1;
 #ifdef LIBARENA_ASAN
 	asan_map_low(0);
 #endif

@@ -90,9 +90,12 @@ int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
 	fprintf(out, "buddy %s: %llu blocks (%llu bytes) in use, %llu page runs (%llu pages)\n",
 		b->magic == BUDDY_MAGIC ? "ready" : "not initialised", blocks, bytes,
 		(unsigned long long)st.runs_in_use, (unsigned long long)st.run_pages_in_use);
-	fprintf(out, "  chunks: %llu held (%llu spare), %llu returned; %llu pages returned\n",
+	fprintf(out, "  chunks: %llu held (%llu spare), %llu returned; pages: %llu mapped in "
+		"%llu calls, %llu returned in %llu calls\n",
 		(unsigned long long)st.chunks_held, (unsigned long long)st.chunks_spare,
-		(unsigned long long)st.chunks_returned, (unsigned long long)st.pages_returned);
+		(unsigned long long)st.chunks_returned, (unsigned long long)st.map_pages,
+		(unsigned long long)st.map_calls, (unsigned long long)st.pages_returned,
+		(unsigned long long)st.unmap_calls);
 	fprintf(out, "  calls: %llu allocs, %llu frees, %llu failed, %llu bad, "
 		"%llu lock timeouts (%llu frees deferred), %llu corruptions\n",
 		(unsigned long long)st.allocs, (unsigned long long)st.frees,
@@ -216,6 +219,15 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
 		(unsigned long long)st.spans_released, (unsigned long long)st.revived,
 		(unsigned long long)g->refills, (unsigned long long)g->wq_runs,
 		(unsigned long long)g->bad_frees);
+	fprintf(out, "  pages: %llu mapped in %llu calls, %llu unmapped in %llu calls; pool: %llu "
+		"spans now, %llu reused, %llu spares shed (purge delay %u ms)\n",
+		(unsigned long long)g->map_pages, (unsigned long long)g->map_calls,
+		(unsigned long long)g->unmap_pages, (unsigned long long)g->unmap_calls,
+		(unsigned long long)((g->release >> 32) & HEAP_REMOTE_COUNT),
+		(unsigned long long)g->pool_reused, (unsigned long long)g->spares_shed,
+		g->purge_delay);
+	fprintf(out, "  maintenance: %llu passes, %.3f ms in all\n",
+		(unsigned long long)g->maintain_passes, g->maintain_ns / 1e6);
 	fprintf(out, "  contention: %llu remote frees parked and retried; given up: %llu frees, "
 		"%llu spans (both 0 unless the loop budget ran out)\n",
 		(unsigned long long)st.parked, (unsigned long long)g->lost_frees,

@@ -101,6 +101,14 @@
  * within a moment a person would notice. arena_heap_refill_args.purge_delay_ms sets it.
  */
 #define HEAP_PURGE_DELAY_MS	100
+/*
+ * Spans per kind a quiet heap keeps (quiet: it took none for the purge delay), when set
+ * lower than the target (arena_heap_refill_args.reserve_rest). 0, the default, keeps the
+ * targets: a burst after an idle spell finds them there. A rested heap's next span
+ * brings its target back (the background refill, within a timer period or two), so a
+ * burst right after rest may meet a shortfall: a choice for memory-tight users.
+ */
+#define HEAP_RESERVE_REST	0
 
 #define HEAP_MAGIC		0x48656170u
 #define HEAP_SPAN_MAGIC		0x5370616eu
@@ -242,6 +250,8 @@ struct arena_heap_global {
 	u64 unmap_calls, unmap_pages;	/* bpf_arena_free_pages calls and pages, ever */
 	u64 maintain_passes;		/* arena_heap_maintain calls */
 	u64 maintain_ns;		/* and the time they took */
+	u32 reserve_rest;		/* HEAP_RESERVE_REST unless set */
+	u32 woken;			/* ms clock of the last arena_heap_refill: no heap quiet */
 };
 
 struct arena_heap_refill_args {
@@ -251,6 +261,8 @@ struct arena_heap_refill_args {
 	u32 high_water;		/* in: x the target, 0 for the default */
 	u32 reserve_large;	/* in: spare 512 KiB chunks for large sizes, 0: default 1 */
 	u32 purge_delay_ms;	/* in: see HEAP_PURGE_DELAY_MS, 0 for the default */
+	u32 reserve_rest;	/* in: see HEAP_RESERVE_REST, 0 keeps the default */
+	u32 pad;
 	u64 spans_mapped;	/* out: spans the allocator holds */
 	u64 pages_mapped;	/* out */
 };
