@@ -217,7 +217,7 @@ static __always_inline u32 reserve_count(struct arena_heap __arena *h, u32 kind)
  * how many. Any program may call it (no page kfunc); the owner does, when its reserves
  * are empty, so a burst that follows a burst of frees needs no maintenance.
  */
-static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
+static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, next, i, trim, left = n, got, got_first = 0, got_last = 0;
@@ -278,7 +278,7 @@ static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32
  * kind, the rest back in its order. A loop with little state, so that the verifier
  * checks it cheaply at every allocation path of every program. Its index + 1, or 0.
  */
-static __noinline u32 pool_pop(u32 kind)
+static __always_inline u32 pool_pop(u32 kind)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 head, s, next, prev = 0, found = 0, trim, i, n;
@@ -1436,7 +1436,7 @@ static __always_inline int global_ready(void)
 }
 
 /* Map n spans of a kind into h's incoming reserve. Sleepable. 0 or -errno. */
-static __noinline int reserve_map(struct arena_heap __arena *h, u32 kind, u32 n,
+static __always_inline int reserve_map(struct arena_heap __arena *h, u32 kind, u32 n,
 				  const char *who)
 {
 	u32 j;
@@ -1634,15 +1634,13 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 		g->large_since = 0;
 		return err;
 	}
-	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS) {
+	h = heap_at(cpu * HEAP_LEVELS);
+	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS ||
+	    READ_ONCE(h->magic) != HEAP_MAGIC) {
 		arena_stderr("arena_heap_reserve: CPU %u has no heap (run arena_heap_refill)",
 			     cpu);
 		return -ENOENT;
 	}
-	err = arena_heap_fill(cpu * HEAP_LEVELS);
-	if (err < 0)
-		return err;
-	h = heap_at(cpu * HEAP_LEVELS);
 	cls = __heap_class(size) % HEAP_NR_CLASSES;
 	kind = cls >= HEAP_NR_SMALL;
 	per = HEAP_KIND_SPAN(kind) / class_size(cls);

@@ -293,7 +293,7 @@ int test_heap_exhaust_refill(struct arena_test_ctx *ctx)
  * (the purge delay) to the kernel. With a small target for the test's duration, 20
  * spans are far beyond it; the delay is a minute until the last step sets it to 0.
  */
-static __noinline int pool_round(bool sleepable)
+static __always_inline int pool_round(bool sleepable)
 {
 	u32 i, k;
 
@@ -310,7 +310,7 @@ static __noinline int pool_round(bool sleepable)
 	return 0;
 }
 
-static __noinline int pool_free_all(void)
+static __always_inline int pool_free_all(void)
 {
 	u32 i;
 	int err = 0;
@@ -323,7 +323,8 @@ static __noinline int pool_free_all(void)
 }
 
 SEC("syscall")
-int test_heap_pages_returned(struct arena_test_ctx *ctx)
+/* Not instrumented: its own stack and the sanitizer's calls exceed 512 bytes. */
+__noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 {
 	struct arena_heap_global __arena *g = glob();
 	u64 returned = g->spans_returned, mapped, reused, pooled, maps;
