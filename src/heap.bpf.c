@@ -211,6 +211,31 @@ static __always_inline u32 reserve_count(struct arena_heap __arena *h, u32 kind)
 	return n > HEAP_NR_SPANS ? HEAP_NR_SPANS : n;
 }
 
+/* Spans linked through link, in the order appended: what goes back onto the pool. */
+struct pool_chain {
+	u32 first, last, n;
+};
+
+static __always_inline void chain_append(struct pool_chain *c, u32 s)
+{
+	span_desc(s - 1)->link = 0;
+	if (c->last)
+		span_desc(c->last - 1)->link = s;
+	else
+		c->first = s;
+	c->last = s;
+	c->n++;
+}
+
+static __always_inline void chain_to_pool(struct pool_chain *c)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+
+	if (c->first && !stack_push_chain(&g->release, c->first,
+					  &span_desc(c->last - 1)->link, c->n))
+		atomic_add(&g->lost_spans, c->n);
+}
+
 /*
  * Take up to n whole spans of a kind from the pool into h's incoming reserve: the pool
  * is taken whole, the rest goes back in its order with one compare-and-swap. Returns
@@ -221,7 +246,7 @@ static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, next, i, trim, left = n, got, got_first = 0, got_last = 0;
-	u32 kept = 0, keep_first = 0, keep_last = 0;
+	struct pool_chain keep = {};
 	struct arena_heap_span __arena *sp;
 
 	/*
@@ -248,19 +273,11 @@ static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 				got_last = s;
 			left--;
 		} else {
-			sp->link = 0;
-			if (keep_last)
-				span_desc(keep_last - 1)->link = s;
-			else
-				keep_first = s;
-			keep_last = s;
-			kept++;
+			chain_append(&keep, s);
 		}
 		s = next;
 	}
-	if (keep_first && !stack_push_chain(&g->release, keep_first,
-					    &span_desc(keep_last - 1)->link, kept))
-		atomic_add(&g->lost_spans, kept);
+	chain_to_pool(&keep);
 	got = n - left;
 	if (!got_first)
 		return 0;
@@ -1231,8 +1248,8 @@ __weak int arena_heap_span_unmap(u32 s, u32 pages)
 static __noinline int pool_purge(bool may_unmap)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	u32 s, i, next, trim, now = now_ms(), kept = 0, keep_first = 0, keep_last = 0;
-	u32 delay = READ_ONCE(g->purge_delay);
+	u32 s, i, next, trim, now = now_ms(), delay = READ_ONCE(g->purge_delay);
+	struct pool_chain keep = {};
 	struct arena_heap_span __arena *sp;
 	int n = 0;
 
@@ -1256,19 +1273,11 @@ static __noinline int pool_purge(bool may_unmap)
 			n++;
 		} else {
 			due_at(sp->bump + delay);
-			sp->link = 0;
-			if (keep_last)
-				span_desc(keep_last - 1)->link = s;
-			else
-				keep_first = s;
-			keep_last = s;
-			kept++;
+			chain_append(&keep, s);
 		}
 		s = next;
 	}
-	if (keep_first && !stack_push_chain(&g->release, keep_first,
-					    &span_desc(keep_last - 1)->link, kept))
-		atomic_add(&g->lost_spans, kept);
+	chain_to_pool(&keep);
 	return n;
 }
 
@@ -1281,7 +1290,8 @@ static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 t
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, next, i, own = 0, in, in_done = 0, now = now_ms();
-	u32 kept = 0, keep_first = 0, keep_last = 0, shed = 0, shed_first = 0, shed_last = 0;
+	u32 kept = 0, keep_first = 0, keep_last = 0;
+	struct pool_chain shed = {};
 	struct arena_heap_span __arena *sp;
 
 	kind &= 1;
@@ -1316,11 +1326,7 @@ static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 t
 		} else {
 			sp->state = HEAP_SPAN_RELEASE;
 			sp->bump = now - READ_ONCE(g->purge_delay);	/* waited already */
-			sp->link = shed_first;
-			shed_first = s;
-			if (!shed_last)
-				shed_last = s;
-			shed++;
+			chain_append(&shed, s);
 		}
 		s = next;
 	}
@@ -1333,13 +1339,12 @@ static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 t
 	if (keep_first && !stack_push_chain(&h->reserve_in[kind], keep_first,
 					    &span_desc(keep_last - 1)->next, kept))
 		atomic_add(&g->lost_spans, kept);
-	if (!shed_first)
+	if (!shed.first)
 		return 0;
-	if (!stack_push_chain(&g->release, shed_first, &span_desc(shed_last - 1)->link, shed))
-		atomic_add(&g->lost_spans, shed);
-	atomic_add(&g->spares_shed, shed);
+	chain_to_pool(&shed);
+	atomic_add(&g->spares_shed, shed.n);
 	due_at(now);
-	return shed;
+	return shed.n;
 }
 
 /*
