@@ -58,6 +58,11 @@ struct rb_args {
 	u64 ns, map_pages;
 };
 
+struct split_args {
+	u32 pairs, pad;
+	u64 ns_lone, ns_held;
+};
+
 static struct bpf_object *obj;
 static struct bpf_program *run_prog, *ref_prog;
 static pthread_barrier_t start;
@@ -441,6 +446,29 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 	printf("goal: the build with its reservation at most 2x the pre-filled one: %.2fx "
 	       "(%s)\n", best[RB_RESERVE] / best[RB_PREFILLED],
 	       best[RB_RESERVE] <= 2 * best[RB_PREFILLED] ? "met" : "NOT met");
+
+	/* Where the buddy allocator's time goes: splitting and merging 13 orders. */
+	{
+		struct split_args sa = { .pairs = 20000 };
+		struct bench_args ra = { 0 };
+		u64 lone = 0, held = 0;
+
+		for (int round = 0; round < rounds; round++) {
+			if (run_simple("bench_reset", &ra) ||
+			    run_args("bench_buddy_split", &sa, sizeof(sa))) {
+				fprintf(stderr, "bench: bench_buddy_split failed\n");
+				return 1;
+			}
+			if (!lone || sa.ns_lone < lone)
+				lone = sa.ns_lone;
+			if (!held || sa.ns_held < held)
+				held = sa.ns_held;
+		}
+		printf("\nbuddy, 64 B pairs on a private allocator: %llu ns with its chunk "
+		       "otherwise empty (split to 64 B and merged back, 13 orders each way), "
+		       "%llu ns with a neighbour held (no split, no merge)\n",
+		       (unsigned long long)lone, (unsigned long long)held);
+	}
 	return 0;
 fail:
 	fprintf(stderr, "bench: bench_maintain failed: %d\n", err);

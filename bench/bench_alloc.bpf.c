@@ -648,3 +648,55 @@ int bench_rb_build(struct rb_args *a)
 	a->map_pages = m0;
 	return err;
 }
+
+/*
+ * Where the buddy allocator's time goes: 64-byte pairs on the private buddy with its
+ * chunk otherwise empty (each alloc splits 512 KiB down to 64 B, each free merges it all
+ * back: 13 orders each way), and with a 64-byte neighbour held (no split, no merge).
+ */
+struct split_args {
+	u32 pairs;		/* in */
+	u32 pad;
+	u64 ns_lone, ns_held;	/* out: per pair */
+};
+
+static __noinline int buddy_pairs(u32 n)
+{
+	void __arena *p;
+	u32 i;
+
+	for (i = zero; i < n && can_loop; i++) {
+		p = buddy_alloc(&bench_b, 64);
+		if (!p)
+			return -ENOMEM;
+		buddy_free(&bench_b, p);
+	}
+	return 0;
+}
+
+SEC("syscall")
+int bench_buddy_split(struct split_args *a)
+{
+	u32 n = a->pairs ? a->pairs : 1;
+	void __arena *anchor;
+	u64 t0, lone, held;
+	int err;
+
+	t0 = bpf_ktime_get_ns();
+	err = buddy_pairs(n);
+	lone = bpf_ktime_get_ns() - t0;
+	if (err)
+		return err;
+	anchor = buddy_alloc(&bench_b, 64);
+	if (!anchor)
+		return -ENOMEM;
+	t0 = bpf_ktime_get_ns();
+	err = buddy_pairs(n);
+	held = bpf_ktime_get_ns() - t0;
+	buddy_free(&bench_b, anchor);
+	barrier_var(a);
+	a->ns_lone = lone / n;
+	barrier_var(a);
+	a->ns_held = held / n;
+	return err;
+}
