@@ -18,12 +18,6 @@
 #define RUN_MAX_PAGES		(64u << 8)	/* 64 MiB */
 #define RUNS_MAX		65536		/* bound on walking a run list */
 
-/* Which chunk slots are taken, and by which allocator: shared by every struct buddy. */
-struct buddy_registry {
-	u64 claimed[BUDDY_NR_SLOTS / 64];
-	u64 owner[BUDDY_NR_SLOTS];
-};
-
 struct buddy_registry __arena_global buddy_registry;
 
 /* The default allocator of arena_malloc(), and its one-time initialisation. */
@@ -89,9 +83,8 @@ static __always_inline u32 size_to_order(u64 size)
 
 static __always_inline int buddy_lock(struct buddy __arena *b)
 {
-	int i;
-
 	u64 deadline = 0;
+	int i;
 
 	bpf_preempt_disable();
 	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
@@ -184,11 +177,74 @@ static __always_inline u64 list_pop(struct buddy __arena *b, u32 order)
 	return addr;
 }
 
+/*
+ * Merge the pairs that frees left apart: afterwards no two free buddies are apart, so
+ * every spare chunk is one block of the top order. A stale lazy[] entry is checked like
+ * any list entry: what is merged is a real pair of free buddies or nothing. One loop,
+ * not one per pair, so that the verifier's states converge: x is the block being merged
+ * upwards (off every list), 0 between pairs.
+ */
+static __noinline void coalesce(struct buddy __arena *b)
+{
+	u64 x = 0, entry, buddy;
+	u32 i = zero, o = 0;
+
+	if (!b->lazy_mask)
+		return;
+	b->lazy_mask = 0;
+	b->stats.coalesces++;
+	/*
+	 * Each entry carries its order in its low bits: an order read from memory is no
+	 * constant, which lets the verifier's states at the loop head converge.
+	 */
+	while (can_loop) {
+		if (!x) {
+			if (i >= BUDDY_ORDERS)
+				break;
+			entry = b->lazy[i & BUDDY_META_ORDER];
+			b->lazy[i & BUDDY_META_ORDER] = 0;
+			i++;
+			o = entry & BUDDY_META_ORDER;
+			x = entry & ~(u64)BUDDY_META_ORDER;
+			if (!x || o >= BUDDY_MAX_ORDER || !valid_free(b, x, o) ||
+			    *meta_of(x ^ ((u64)BUDDY_MIN_SIZE << o)) != (BUDDY_META_FREE | o) ||
+			    list_unlink(b, o, x)) {
+				x = 0;
+				continue;
+			}
+			*meta_of(x) = 0;
+			continue;
+		}
+		/* Chunks are aligned to their size: a buddy differs in one address bit. */
+		buddy = x ^ ((u64)BUDDY_MIN_SIZE << o);
+		if (o < BUDDY_MAX_ORDER && *meta_of(buddy) == (BUDDY_META_FREE | o) &&
+		    !list_unlink(b, o, buddy)) {
+			*meta_of(buddy) = 0;
+			x &= ~((u64)BUDDY_MIN_SIZE << o);
+			o++;
+			continue;
+		}
+		*meta_of(x) = BUDDY_META_FREE | o;
+		list_push(b, o, x);
+		x = 0;
+	}
+	/* The loop budget ran out mid-merge: the block goes back, merged this far. */
+	if (x) {
+		*meta_of(x) = BUDDY_META_FREE | o;
+		list_push(b, o, x);
+	}
+}
+
 static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
 {
 	u64 addr = 0, half, in_use;
-	u32 o;
+	u32 o, slot;
 
+	/*
+	 * The caller's order is a constant on each of its paths: made opaque, the search
+	 * and the split below are verified once, not once per order.
+	 */
+	order = (order | zero) & BUDDY_META_ORDER;
 	for (o = order; o < BUDDY_ORDERS && can_loop; o++) {
 		addr = list_pop(b, o);
 		if (addr)
@@ -196,7 +252,9 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
 	}
 	if (!addr)
 		return 0;
-	if (o == BUDDY_MAX_ORDER) {
+	slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1);
+	if (!buddy_registry.in_use[slot]++) {
+		/* A spare chunk is in use again. */
 		b->stats.chunks_spare--;
 		in_use = b->stats.chunks_held - b->stats.chunks_spare;
 		if (in_use > b->stats.chunks_peak)
@@ -219,15 +277,71 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
 }
 
 /*
+ * Merge the free block at chunk + off of order o with its free buddies and put the
+ * result on its list. With may_defer, a buddy that is the only block of its order's list
+ * stays apart (see buddy.h).
+ */
+static __always_inline void merge_push(struct buddy __arena *b, u64 chunk, u64 off, u32 o,
+				       bool may_defer)
+{
+	struct free_block __arena *f;
+	bool lazy = false;
+	u64 buddy;
+
+	while (o < BUDDY_MAX_ORDER && can_loop) {
+		buddy = chunk + (off ^ ((u64)BUDDY_MIN_SIZE << o));
+		if (*meta_of(buddy) != (BUDDY_META_FREE | o))
+			break;
+		f = (struct free_block __arena *)buddy;
+		if (may_defer && b->free_head[o & BUDDY_META_ORDER] == buddy && !f->next) {
+			lazy = true;
+			break;
+		}
+		if (list_unlink(b, o, buddy))
+			break;
+		*meta_of(buddy) = 0;
+		off &= ~((u64)BUDDY_MIN_SIZE << o);
+		o++;
+	}
+	*meta_of(chunk + off) = BUDDY_META_FREE | o;
+	list_push(b, o, chunk + off);
+	if (lazy) {
+		b->lazy[o & BUDDY_META_ORDER] = (chunk + off) | o;
+		b->lazy_mask |= 1u << (o & BUDDY_META_ORDER);
+		b->stats.lazy_frees++;
+	}
+}
+
+/*
+ * Take a spare chunk (slot) out of b once its blocks are merged: its slot + 1, or 0 when
+ * it is not one free block (then it stays, as a spare).
+ */
+static __noinline u32 take_chunk(struct buddy __arena *b, u32 slot)
+{
+	u64 chunk;
+
+	slot &= BUDDY_NR_SLOTS - 1;
+	chunk = chunk_addr(slot);
+	if (buddy_registry.owner[slot] != (u64)b || buddy_registry.in_use[slot] ||
+	    *meta_of(chunk) != (BUDDY_META_FREE | BUDDY_MAX_ORDER) ||
+	    list_unlink(b, BUDDY_MAX_ORDER, chunk))
+		return 0;
+	*meta_of(chunk) = 0;
+	b->stats.chunks_spare--;
+	b->stats.chunks_held--;
+	return slot + 1;
+}
+
+/*
  * Free a block, merging it with free buddies. Returns 0 or a BAD_* reason. When the
- * whole chunk ends up free and spares are plentiful, the chunk is taken out of the
- * allocator and its slot + 1 left in *release for the caller to give back.
+ * whole chunk ends up free and spares are plentiful, its slot + 1 is left in *release:
+ * the caller merges what is apart and takes the chunk out to give it back.
  */
 static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *release,
 				  bool keep_spare)
 {
 	u32 slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1), o;
-	u64 chunk = chunk_addr(slot), off, buddy;
+	u64 chunk = chunk_addr(slot), off;
 	u8 m;
 
 	if (buddy_registry.owner[slot] != (u64)b)
@@ -246,32 +360,21 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *releas
 	b->stats.blocks_in_use[o]--;
 	b->stats.frees++;
 	*meta_of(addr) = 0;
+	merge_push(b, chunk, off, o, true);
 
-	while (o < BUDDY_MAX_ORDER && can_loop) {
-		buddy = chunk + (off ^ ((u64)BUDDY_MIN_SIZE << o));
-		if (*meta_of(buddy) != (BUDDY_META_FREE | o) || list_unlink(b, o, buddy))
-			break;
-		*meta_of(buddy) = 0;
-		off &= ~((u64)BUDDY_MIN_SIZE << o);
-		o++;
-	}
 	/* A period ends: the peak becomes the most in use during it. */
 	if (!(b->stats.frees % BUDDY_PEAK_PERIOD)) {
 		b->stats.chunks_peak = b->period_peak;
 		b->period_peak = b->stats.chunks_held - b->stats.chunks_spare;
 	}
-	if (o == BUDDY_MAX_ORDER) {
+	/* (A count of 0 here is user space's doing: the chunk stays in use, leaked.) */
+	if (buddy_registry.in_use[slot] && !--buddy_registry.in_use[slot]) {
+		/* Enough spares already: this chunk goes back to the kernel. */
 		if (!keep_spare && b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
-		    b->stats.chunks_spare >= b->stats.chunks_peak) {
-			/* Enough spares: this chunk goes back to the kernel. */
-			b->stats.chunks_held--;
+		    b->stats.chunks_spare >= b->stats.chunks_peak)
 			*release = slot + 1;
-			return 0;
-		}
 		b->stats.chunks_spare++;
 	}
-	*meta_of(chunk + off) = BUDDY_META_FREE | o;
-	list_push(b, o, chunk + off);
 	return 0;
 }
 
@@ -327,6 +430,7 @@ static __noinline void release_slot(u32 slot)
 {
 	slot &= BUDDY_NR_SLOTS - 1;
 	buddy_registry.owner[slot] = 0;
+	buddy_registry.in_use[slot] = 0;
 	atomic_fetch_and(&buddy_registry.claimed[slot / 64], ~(1ull << (slot % 64)));
 }
 
@@ -390,6 +494,7 @@ static __noinline int add_chunk(struct buddy __arena *b)
 			asan_poison(data, ASAN_UNALLOCATED, BUDDY_CHUNK_SIZE);
 #endif
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
+			buddy_registry.in_use[slot & (BUDDY_NR_SLOTS - 1)] = 0;
 			if (buddy_lock(b))
 				goto undo;
 			*(u8 __arena *)meta = BUDDY_META_FREE | BUDDY_MAX_ORDER;
@@ -519,8 +624,10 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 	}
 	b->lock = 0;
 	b->max_chunks = 0;
+	b->lazy_mask = 0;
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++) {
 		b->free_head[i & BUDDY_META_ORDER] = 0;
+		b->lazy[i & BUDDY_META_ORDER] = 0;
 		b->stats.blocks_in_use[i & BUDDY_META_ORDER] = 0;
 	}
 	b->runs = b->period_peak = b->deferred = 0;
@@ -530,6 +637,7 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 	b->stats.pages_returned = b->stats.allocs = b->stats.frees = 0;
 	b->stats.failed_allocs = b->stats.bad_calls = b->stats.lock_timeouts = 0;
 	b->stats.corruptions = b->stats.chunks_peak = 0;
+	b->stats.lazy_frees = b->stats.coalesces = 0;
 	b->magic = BUDDY_MAGIC;
 	err = add_chunk(b);
 	if (err) {
@@ -576,6 +684,7 @@ __weak int buddy_destroy(struct buddy __arena *b __arg_arena)
 		bpf_arena_free_pages(&arena, run, run->pages);
 	}
 	b->runs = b->deferred = 0;
+	b->lazy_mask = 0;
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
 		b->free_head[i & BUDDY_META_ORDER] = 0;
 	b->stats.chunks_spare = 0;
@@ -622,6 +731,14 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		if (READ_ONCE(b->deferred))
 			drain_deferred(b);
 		addr = alloc_locked(b, order, size);
+		/*
+		 * Pairs left apart may make the block wanted: merge them, look again (here,
+		 * not in alloc_locked: a frame deeper would be one too many for callers).
+		 */
+		if (!addr && b->lazy_mask) {
+			coalesce(b);
+			addr = alloc_locked(b, order, size);
+		}
 		buddy_unlock(b);
 #ifdef LIBARENA_ASAN
 		if (addr)
@@ -706,6 +823,10 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 	bad = free_locked(b, addr, &release, !may_sleep);
 	if (bad)
 		b->stats.bad_calls++;
+	if (release) {
+		coalesce(b);
+		release = take_chunk(b, release - 1);
+	}
 	buddy_unlock(b);
 
 #ifdef LIBARENA_ASAN
@@ -758,13 +879,10 @@ static __noinline u32 take_spare(struct buddy __arena *b, u64 keep)
 
 	if (b->stats.chunks_spare <= keep)
 		return 0;
-	addr = list_pop(b, BUDDY_MAX_ORDER);
+	addr = b->free_head[BUDDY_MAX_ORDER];
 	if (!addr)
 		return 0;
-	*meta_of(addr) = 0;
-	b->stats.chunks_spare--;
-	b->stats.chunks_held--;
-	return slot_of(addr) + 1;
+	return take_chunk(b, slot_of(addr));
 }
 
 /*
@@ -797,6 +915,7 @@ static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, u3
 			b->stats.chunks_peak = b->period_peak = 0;
 			keep = floor;
 		}
+		coalesce(b);
 		slot = take_spare(b, keep);
 		buddy_unlock(b);
 		if (!slot)

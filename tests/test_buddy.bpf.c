@@ -129,6 +129,65 @@ int test_buddy_every_order(struct arena_test_ctx *ctx)
 static const u64 odd_sizes[] = { 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 317, 1000, 1023,
 				 4095, 4097, 10000, 65537, 300000, 524287, 524288 };
 
+/*
+ * A pair freed apart (buddy.h): one size allocated and freed on an otherwise empty chunk
+ * costs no split and no merge, the chunk still counts as a spare, a double free of the
+ * block is still refused, and the pairs are merged before a larger block needs a new
+ * chunk and before a spare goes back.
+ */
+SEC("syscall")
+int test_buddy_lazy_pairs(struct arena_test_ctx *ctx)
+{
+	u64 lazy, maps, p, q;
+	int i;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	maps = tb.stats.map_calls;
+	for (i = zero; i < 100 && can_loop; i++) {
+		p = (u64)buddy_alloc(&tb, 64);
+		ARENA_ASSERT(p);
+		ARENA_ASSERT_EQ(tb.stats.chunks_spare, 0);
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+		ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
+	}
+	ARENA_ASSERT_EQ(i, 100);
+	/* The first free merges nothing (its buddy is the only 64-byte block): all of them. */
+	ARENA_ASSERT_EQ(tb.stats.lazy_frees, 100);
+	ARENA_ASSERT(tb.lazy_mask & (1u << 2));
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), -EINVAL);
+
+	/* The whole chunk: the pairs merge, and no chunk is mapped. */
+	lazy = tb.stats.coalesces;
+	q = (u64)buddy_alloc(&tb, BUDDY_CHUNK_SIZE);
+	ARENA_ASSERT(q);
+	ARENA_ASSERT_EQ(tb.stats.coalesces, lazy + 1);
+	ARENA_ASSERT_EQ(tb.stats.map_calls, maps);
+	ARENA_ASSERT_EQ(tb.lazy_mask, 0);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+
+	/* Two spares, one of them split by a pair apart: trimming merges it and gives one. */
+	p = (u64)buddy_alloc(&tb, 64);
+	q = (u64)buddy_alloc(&tb, BUDDY_CHUNK_SIZE);
+	ARENA_ASSERT(p && q);
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 2);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+	ARENA_ASSERT(tb.lazy_mask);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 2);
+	ARENA_ASSERT_EQ(buddy_trim(&tb), 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
+	ARENA_ASSERT_EQ(tb.lazy_mask, 0);
+	/* What is left is one whole block again. */
+	maps = tb.stats.map_calls;
+	q = (u64)buddy_alloc(&tb, BUDDY_CHUNK_SIZE);
+	ARENA_ASSERT(q);
+	ARENA_ASSERT_EQ(tb.stats.map_calls, maps);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
 SEC("syscall")
 int test_buddy_odd_sizes(struct arena_test_ctx *ctx)
 {

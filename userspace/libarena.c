@@ -102,6 +102,8 @@ int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
 		(unsigned long long)st.failed_allocs, (unsigned long long)st.bad_calls,
 		(unsigned long long)st.lock_timeouts, (unsigned long long)st.deferred_frees,
 		(unsigned long long)st.corruptions);
+	fprintf(out, "  merging: %llu frees left a pair of buddies apart, %llu passes merged "
+		"them\n", (unsigned long long)st.lazy_frees, (unsigned long long)st.coalesces);
 	for (int o = 0; o < BUDDY_ORDERS; o++)
 		if (st.blocks_in_use[o])
 			fprintf(out, "  order %2d (%6u B): %llu blocks, %llu bytes\n", o,

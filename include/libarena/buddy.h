@@ -41,6 +41,14 @@
  *     start a block, BUDDY_META_FREE | order or BUDDY_META_USED | order for one that does;
  *   - a free block is on exactly one list, free_head[order], linked through its first 16
  *     bytes; a used block is on none;
+ *   - two free buddies of one order are merged, except at most one pair per order: a
+ *     free whose order's list holds nothing but its buddy leaves the two apart (lazy[]),
+ *     so that allocating and freeing one size on an otherwise empty chunk costs a pop
+ *     and a push instead of a split and a merge across every order. Such pairs are
+ *     merged before the allocator maps a chunk for want of a larger block, and before a
+ *     spare chunk is taken out (coalesce());
+ *   - in_use[slot] of the registry counts the blocks in use in a chunk: a chunk is a
+ *     spare exactly when it is 0, merged or not;
  *   - a chunk is owned by one allocator (chunk_owner in the registry) from the moment its
  *     pages are allocated until they are freed;
  *   - every change of lists, metadata and statistics happens under b->lock, with
@@ -105,6 +113,8 @@ struct buddy_stats {
 	u64 deferred_frees;			/* frees that met a lock timeout: deferred */
 	u64 map_calls, map_pages;		/* page kfunc maps (chunks, runs), ever */
 	u64 unmap_calls;			/* and unmaps (their pages: pages_returned) */
+	u64 lazy_frees;				/* frees that left a pair of buddies apart */
+	u64 coalesces;				/* passes that merged such pairs */
 };
 
 struct buddy {
@@ -121,7 +131,20 @@ struct buddy {
 	 * next holder. So a free never loses its block.
 	 */
 	u64 deferred;
+	u64 lazy[BUDDY_ORDERS];			/* a block of each order's pair apart | order */
+	u32 lazy_mask;				/* orders whose lazy[] is set */
+	u32 pad2;
 	struct buddy_stats stats;
+};
+
+/*
+ * Which chunk slots are taken, and by which allocator: one for every struct buddy of the
+ * arena (buddy_registry). Here so that user space and the host tests can check a chunk.
+ */
+struct buddy_registry {
+	u64 claimed[BUDDY_NR_SLOTS / 64];
+	u64 owner[BUDDY_NR_SLOTS];		/* user address of the owning struct buddy */
+	u32 in_use[BUDDY_NR_SLOTS];		/* blocks in use, under the owner's lock */
 };
 
 #define ARENA_RESERVE_DEFAULT	8

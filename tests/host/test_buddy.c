@@ -62,6 +62,60 @@ static bool intact(const struct live *l)
 	return true;
 }
 
+extern struct buddy_registry buddy_registry;
+
+/*
+ * The shape buddy.h promises, from the metadata of every chunk b owns: each chunk's
+ * in_use count is its used blocks, a spare is a chunk with none, and two free buddies
+ * are apart only as the one pair of their order that lazy[] names.
+ */
+static int check_shape(struct buddy *a, int op)
+{
+	u64 base = (u64)(uintptr_t)&buddy_registry & ~0xffffffffull, spares = 0, held = 0;
+	u32 pairs[BUDDY_ORDERS] = {};
+
+	for (u32 s = 0; s < BUDDY_NR_SLOTS; s++) {
+		u8 *meta = (u8 *)(uintptr_t)(base + BUDDY_META_START + (u64)s * BUDDY_META_SIZE);
+		u32 used = 0;
+
+		if (buddy_registry.owner[s] != (u64)(uintptr_t)a)
+			continue;
+		held++;
+		for (u32 u = 0; u < BUDDY_META_SIZE; ) {
+			u8 m = meta[u], o = m & BUDDY_META_ORDER;
+			u32 bu = u ^ (1u << o);
+
+			CHECK(m & (BUDDY_META_FREE | BUDDY_META_USED), "op %d: slot %u unit %u: "
+			      "no block starts there", op, s, u);
+			used += !!(m & BUDDY_META_USED);
+			/* Count each pair once, from its lower block. */
+			if ((m & BUDDY_META_FREE) && o < BUDDY_MAX_ORDER && bu > u &&
+			    meta[bu] == m) {
+				u64 lo = base + BUDDY_WINDOW_START + ((u64)s << BUDDY_CHUNK_SHIFT) +
+					 ((u64)u << BUDDY_MIN_SHIFT);
+				u64 hi = lo + ((u64)BUDDY_MIN_SIZE << o);
+
+				pairs[o]++;
+				CHECK((a->lazy_mask & (1u << o)) &&
+				      (a->lazy[o] == (lo | o) || a->lazy[o] == (hi | o)),
+				      "op %d: order %u: a pair apart that lazy[] does not name", op, o);
+			}
+			u += 1u << o;
+		}
+		CHECK(buddy_registry.in_use[s] == used, "op %d: slot %u: in_use %u, %u used",
+		      op, s, buddy_registry.in_use[s], used);
+		spares += !used;
+	}
+	for (u32 o = 0; o < BUDDY_ORDERS; o++)
+		CHECK(pairs[o] <= 1, "op %d: order %u: %u pairs apart", op, o, pairs[o]);
+	CHECK(a->stats.chunks_held == held && a->stats.chunks_spare == spares,
+	      "op %d: %llu held, %llu spare; the metadata says %llu, %llu", op,
+	      (unsigned long long)a->stats.chunks_held,
+	      (unsigned long long)a->stats.chunks_spare, (unsigned long long)held,
+	      (unsigned long long)spares);
+	return 0;
+}
+
 static int test_model(void)
 {
 	static struct live live[LIVE];
@@ -103,17 +157,27 @@ static int test_model(void)
 		}
 		CHECK(in_use(&b) + b.stats.runs_in_use == (u64)n, "op %d: %llu in use, %d live",
 		      op, (unsigned long long)(in_use(&b) + b.stats.runs_in_use), n);
+		if (op % 500 == 0 && check_shape(&b, op))
+			return 1;
 	}
 	while (n) {
 		CHECK(intact(&live[n - 1]), "");
 		CHECK(buddy_free(&b, live[--n].p) == 0, "");
 	}
 	CHECK(in_use(&b) == 0 && b.stats.runs_in_use == 0, "");
+	if (check_shape(&b, ops))
+		return 1;
 	CHECK(buddy_trim(&b) >= 0 && b.stats.chunks_held == 1, "%llu held",
 	      (unsigned long long)b.stats.chunks_held);
+	/* Trimming merged every pair: the one chunk left is one free block. */
+	CHECK(b.lazy_mask == 0 && b.free_head[BUDDY_MAX_ORDER] && b.stats.coalesces,
+	      "lazy %x, coalesces %llu", b.lazy_mask, (unsigned long long)b.stats.coalesces);
+	if (check_shape(&b, ops))
+		return 1;
 	CHECK(b.stats.corruptions == 0 && b.stats.lock_timeouts == 0, "");
-	printf("    %d operations, %llu allocs, %llu chunks returned, %llu bad calls refused\n",
-	       ops, (unsigned long long)b.stats.allocs,
+	printf("    %d operations, %llu allocs, %llu frees left apart, %llu chunks returned, "
+	       "%llu bad calls refused\n", ops, (unsigned long long)b.stats.allocs,
+	       (unsigned long long)b.stats.lazy_frees,
 	       (unsigned long long)b.stats.chunks_returned,
 	       (unsigned long long)b.stats.bad_calls);
 	CHECK(buddy_destroy(&b) == 0, "");
