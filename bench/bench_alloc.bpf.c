@@ -651,8 +651,8 @@ int bench_rb_build(struct rb_args *a)
 
 /*
  * Where the buddy allocator's time goes: 64-byte pairs on the private buddy with its
- * chunk otherwise empty (each alloc splits 512 KiB down to 64 B, each free merges it all
- * back: 13 orders each way), and with a 64-byte neighbour held (no split, no merge).
+ * chunk otherwise empty (a free leaves the block and its buddy apart, so no split and no
+ * merge; before that, 13 orders each way), and with a 64-byte neighbour held.
  */
 struct split_args {
 	u32 pairs;		/* in */
