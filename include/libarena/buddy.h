@@ -162,6 +162,14 @@ struct buddy_run {
 	u64 next, prev;				/* the owner's list of runs */
 };
 
+/*
+ * Call depth (see ARENA_ALLOC_FRAMES in heap.h): buddy_alloc(), buddy_free() and their
+ * nosleep variants use at most BUDDY_CALL_FRAMES frames and BUDDY_CALL_STACK bytes of
+ * stack, their own frame included.
+ */
+#define BUDDY_CALL_FRAMES	3
+#define BUDDY_CALL_STACK	160
+
 int buddy_init(struct buddy __arena *b __arg_arena);
 int buddy_destroy(struct buddy __arena *b __arg_arena);
 u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size);

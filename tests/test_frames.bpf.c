@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The call depth that heap.h and buddy.h state (ARENA_ALLOC_FRAMES and friends), shown to
+ * the verifier: each program calls the allocator from the deepest frame those figures
+ * leave, with the stack of its chain filled to what they leave but for a margin for the
+ * compiler's own spills. If the library grows deeper or bigger than it says, this object
+ * no longer loads. scripts/frame-budget checks the same figures against the objects.
+ */
+#include <libarena/common.h>
+#include <libarena/test.h>
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+struct buddy __arena_global frames_buddy;
+
+#define CAT_(a, b)	a##b
+#define CAT(a, b)	CAT_(a, b)
+
+/* Levels of the chain (the caller of the allocator included) that leave f frames. */
+#define LEVELS_OF_2	5
+#define LEVELS_OF_3	4
+#define LEVELS_OF_4	3
+#define LEVELS_OF_5	2
+#define LEVELS_OF_6	1
+#define LEVELS_OF(f)	CAT(LEVELS_OF_, f)
+
+/* Stack for each function of the chain and the program: what the budget leaves. */
+#define SPILL_MARGIN	96
+#define PAD_OF(levels, stack) \
+	(((512 - (stack) - SPILL_MARGIN) / ((levels) + 1)) & ~15)
+
+/*
+ * Keep a whole stack array: its address escapes into an empty asm, so the compiler
+ * cannot keep only the elements it sees used.
+ */
+#define KEEP(buf)	asm volatile("" : : "r"(&(buf)[0]) : "memory")
+
+/* Level n of a chain: pad bytes of its own, then level n - 1. */
+#define LEVEL(p, n, below, pad)						\
+static __noinline __attribute__((unused)) int p##n(u64 what)	\
+{									\
+	volatile u64 buf[(pad) / 8];					\
+									\
+	buf[0] = what;							\
+	buf[(pad) / 8 - 1] = what;					\
+	KEEP(buf);							\
+	return below(what) + (int)(buf[0] - buf[(pad) / 8 - 1]);	\
+}
+
+/* Levels 2 .. 6 above p##1, the caller of the allocator. */
+#define CHAIN(p, pad)			\
+	LEVEL(p, 2, p##1, pad)		\
+	LEVEL(p, 3, p##2, pad)		\
+	LEVEL(p, 4, p##3, pad)		\
+	LEVEL(p, 5, p##4, pad)		\
+	LEVEL(p, 6, p##5, pad)
+
+/* arena_malloc and arena_free, small and large (through the buddy allocator). */
+#define ALLOC_LEVELS	LEVELS_OF(ARENA_ALLOC_FRAMES)
+#define ALLOC_PAD	PAD_OF(ALLOC_LEVELS, ARENA_ALLOC_STACK)
+
+static __noinline int alloc1(u64 what)
+{
+	volatile u64 buf[ALLOC_PAD / 8];
+	void __arena *small, *large;
+	int err = 0;
+
+	buf[0] = what;
+	KEEP(buf);
+	small = arena_malloc(64);
+	large = arena_malloc(100000);
+	if (!small || !large)
+		err = -ENOMEM;
+	if (arena_free(small) || arena_free(large))
+		err = err ?: -EINVAL;
+	buf[ALLOC_PAD / 8 - 1] = err;
+	return buf[ALLOC_PAD / 8 - 1] + (int)(buf[0] - what);
+}
+CHAIN(alloc, ALLOC_PAD)
+
+SEC("syscall")
+int test_frames_arena_malloc(struct arena_test_ctx *ctx)
+{
+	volatile u64 buf[ALLOC_PAD / 8];
+
+	buf[0] = ALLOC_LEVELS;
+	KEEP(buf);
+	ARENA_ASSERT_EQ(CAT(alloc, ALLOC_LEVELS)(buf[0]), 0);
+	return 0;
+}
+
+/* arena_calloc, one frame more. */
+#define CALLOC_LEVELS	LEVELS_OF(ARENA_CALLOC_FRAMES)
+#define CALLOC_PAD	PAD_OF(CALLOC_LEVELS, ARENA_CALLOC_STACK)
+
+static __noinline int calloc1(u64 what)
+{
+	volatile u64 buf[CALLOC_PAD / 8];
+	u64 __arena *p;
+	int err;
+
+	buf[0] = what;
+	KEEP(buf);
+	p = arena_calloc(16, 8);
+	err = p && !p[0] && !p[15] ? 0 : -ENOMEM;
+	if (arena_free(p))
+		err = err ?: -EINVAL;
+	buf[CALLOC_PAD / 8 - 1] = err;
+	return buf[CALLOC_PAD / 8 - 1] + (int)(buf[0] - what);
+}
+CHAIN(calloc, CALLOC_PAD)
+
+SEC("syscall")
+int test_frames_arena_calloc(struct arena_test_ctx *ctx)
+{
+	volatile u64 buf[CALLOC_PAD / 8];
+
+	buf[0] = CALLOC_LEVELS;
+	KEEP(buf);
+	ARENA_ASSERT_EQ(CAT(calloc, CALLOC_LEVELS)(buf[0]), 0);
+	return 0;
+}
+
+/* The buddy allocator's calls, sleepable and not, on a private allocator. */
+#define BUDDY_LEVELS	LEVELS_OF(BUDDY_CALL_FRAMES)
+#define BUDDY_PAD	PAD_OF(BUDDY_LEVELS, BUDDY_CALL_STACK)
+
+static __noinline int buddy1(u64 what)
+{
+	volatile u64 buf[BUDDY_PAD / 8];
+	void __arena *p, *q;
+	int err = 0;
+
+	buf[0] = what;
+	KEEP(buf);
+	p = buddy_alloc(&frames_buddy, 64);
+	q = buddy_alloc_nosleep(&frames_buddy, 4096);
+	if (!p || !q)
+		err = -ENOMEM;
+	if (buddy_free(&frames_buddy, p) || buddy_free_nosleep(&frames_buddy, q))
+		err = err ?: -EINVAL;
+	buf[BUDDY_PAD / 8 - 1] = err;
+	return buf[BUDDY_PAD / 8 - 1] + (int)(buf[0] - what);
+}
+CHAIN(buddy, BUDDY_PAD)
+
+SEC("syscall")
+int test_frames_buddy(struct arena_test_ctx *ctx)
+{
+	volatile u64 buf[BUDDY_PAD / 8];
+
+	if (frames_buddy.magic != BUDDY_MAGIC)
+		ARENA_ASSERT_EQ(buddy_init(&frames_buddy), 0);
+	buf[0] = BUDDY_LEVELS;
+	KEEP(buf);
+	ARENA_ASSERT_EQ(CAT(buddy, BUDDY_LEVELS)(buf[0]), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&frames_buddy), 0);
+	return 0;
+}
