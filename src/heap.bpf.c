@@ -430,7 +430,7 @@ static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
 	/* Owned only while active: the inlined free's owner test stands for the state test. */
 	sp->owner = 0;
 	/* Not trimmed yet: cancel it, the span is whole. Trimmed (or being): the kernel's. */
-	if (sp->trim == HEAP_TRIM_PENDING)
+	if (READ_ONCE(sp->trim) == HEAP_TRIM_PENDING)
 		cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_CANCELLED);
 	trim = READ_ONCE(sp->trim);
 	if (trim == HEAP_TRIM_BUSY || trim == HEAP_TRIM_DONE)
@@ -605,7 +605,8 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	sp->next = sp->prev = 0;
 	sp->listed = 0;
 	sp->state = HEAP_SPAN_ACTIVE;
-	h->stats.spans_taken++;
+	/* One writer (the owner); maintenance reads it to tell a quiet heap. */
+	WRITE_ONCE(h->stats.spans_taken, h->stats.spans_taken + 1);
 	/* Pages the class leaves unused: maintenance gives them back. */
 	if (kind && class_pages(cls) < MEDIUM_PAGES)
 		trim_request(s, sp);

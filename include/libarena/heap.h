@@ -418,7 +418,8 @@ static __always_inline bool __heap_obj_start(struct arena_heap_span __arena *sp,
 	u32 rel = (u32)obj & (HEAP_SPAN_SIZE - 1), idx;
 
 	idx = ((u64)(rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;
-	return idx * sp->size == rel && idx < sp->bump;
+	/* The owner raises bump while another CPU frees here: a racy read, by design. */
+	return idx * sp->size == rel && idx < READ_ONCE(sp->bump);
 }
 
 static __always_inline bool __heap_obj_free(u64 obj)
@@ -490,7 +491,7 @@ static __always_inline void __heap_leave(struct arena_heap __arena *h)
 static __always_inline u64 __heap_pop(struct arena_heap __arena *h, u32 cls)
 {
 	struct arena_heap_span __arena *sp;
-	u32 s = h->current[cls], off;
+	u32 s = h->current[cls], off, bump;
 	u64 obj;
 
 	/*
@@ -504,11 +505,11 @@ static __always_inline u64 __heap_pop(struct arena_heap __arena *h, u32 cls)
 	if (((off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) + 1 == s) {
 		obj = ARENA_USER_BASE + off;
 		sp->local = *(u32 __arena *)obj;
-	} else if (!off && s && sp->bump < sp->capacity) {
+	} else if (!off && s && (bump = sp->bump) < sp->capacity) {
 		obj = ARENA_USER_BASE + HEAP_WINDOW_START +
 		      ((u64)((s - 1) & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT) +
-		      (u64)sp->bump * sp->size;
-		sp->bump++;
+		      (u64)bump * sp->size;
+		WRITE_ONCE(sp->bump, bump + 1);
 	} else {
 		return 0;	/* no span, span used up, or a damaged list */
 	}

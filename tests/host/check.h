@@ -3,11 +3,14 @@
 #ifndef __LIBARENA_HOST_CHECK_H
 #define __LIBARENA_HOST_CHECK_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 static int host_passed, host_failed;
 
 FILE *host_log_file;
+/* The CPU a thread stands for in bpf_get_smp_processor_id() (host_shim.h); -1: its own. */
+__thread int host_cpu = -1;
 
 #define CHECK(cond, fmt, ...)							\
 	do {									\
@@ -17,6 +20,14 @@ FILE *host_log_file;
 			return -1;						\
 		}								\
 	} while (0)
+
+/* A test binary's first call: lines out as they come; the library's log muted or not. */
+static inline void host_begin(bool mute_log)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (mute_log)
+		host_log_file = fopen("/dev/null", "w");
+}
 
 static inline void host_run(const char *suite, const char *name, int (*fn)(void))
 {

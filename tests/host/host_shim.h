@@ -18,9 +18,12 @@ extern FILE *host_log_file;
 
 #include <libarena/common.h>
 
+/* Tests make threads stand for CPUs by setting host_cpu (check.h). */
+extern __thread int host_cpu;
+
 static inline u32 bpf_get_smp_processor_id(void)
 {
-	int cpu = sched_getcpu();
+	int cpu = host_cpu >= 0 ? host_cpu : sched_getcpu();
 
 	return cpu < 0 ? 0 : cpu;
 }
@@ -48,12 +51,88 @@ static inline u64 host_runs_base(void)
 	return ((u64)(uintptr_t)&libarena_host_arena & ~0xffffffffull) + HOST_RUNS_OFF;
 }
 
+/*
+ * The arena at ARENA_USER_BASE itself (the heap's): 4 GiB mapped read-only up front, so
+ * that, as in an arena, a page nobody allocated reads as zeroes; an allocated page is
+ * made writable, a freed one zeroed and read-only again. A bitmap (one bit per page,
+ * shared by every compilation unit: weak) says which are allocated. Writes to a page
+ * nobody allocated fault here, where the kernel would drop them: a bug either way.
+ */
+#define HOST_ARENA_SIZE (1ull << 32)
+
+__attribute__((weak)) u64 host_arena_bits[HOST_ARENA_SIZE / 4096 / 64];
+
+__attribute__((weak)) int host_arena_init(void)
+{
+	static int done;
+	void *p;
+
+	if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
+		return 0;
+	p = mmap((void *)(uintptr_t)ARENA_USER_BASE, HOST_ARENA_SIZE, PROT_READ,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
+	if (p != (void *)(uintptr_t)ARENA_USER_BASE)
+		return -1;
+	__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static inline bool host_in_arena(const void *addr)
+{
+	u64 a = (u64)(uintptr_t)addr;
+
+	return a >= ARENA_USER_BASE && a < ARENA_USER_BASE + HOST_ARENA_SIZE;
+}
+
+/* Give back pages [first, first + n) of the arena's bitmap. */
+static inline void host_arena_clear(u64 first, u64 n)
+{
+	for (u64 i = first; i < first + n; i++)
+		__atomic_fetch_and(&host_arena_bits[i / 64], ~(1ull << (i % 64)),
+				   __ATOMIC_RELEASE);
+}
+
+static inline void *host_arena_alloc(void *addr, u32 pages)
+{
+	u64 first = ((u64)(uintptr_t)addr - ARENA_USER_BASE) / 4096, i;
+
+	if (host_arena_init() || first + pages > HOST_ARENA_SIZE / 4096)
+		return NULL;
+	for (i = first; i < first + pages; i++)
+		if (__atomic_fetch_or(&host_arena_bits[i / 64], 1ull << (i % 64),
+				      __ATOMIC_ACQUIRE) & (1ull << (i % 64)))
+			break;
+	if (i < first + pages) {
+		/* Someone has page i: the kernel fails the whole call, so do we. */
+		host_arena_clear(first, i - first);
+		return NULL;
+	}
+	if (mprotect(addr, (size_t)pages * 4096, PROT_READ | PROT_WRITE)) {
+		host_arena_clear(first, pages);
+		return NULL;
+	}
+	return addr;
+}
+
+static inline void host_arena_free(void *addr, u32 pages)
+{
+	u64 first = ((u64)(uintptr_t)addr - ARENA_USER_BASE) / 4096;
+	size_t len = (size_t)pages * 4096;
+
+	madvise(addr, len, MADV_DONTNEED);
+	mprotect(addr, len, PROT_READ);
+	host_arena_clear(first, pages);
+}
+
 static inline void *bpf_arena_alloc_pages(void *map, void *addr, u32 pages, int node,
 					  u64 flags)
 {
 	static u64 next_run;
 	size_t len = (size_t)pages * 4096;
 	void *p;
+
+	if (addr && host_in_arena(addr))
+		return host_arena_alloc(addr, pages);
 
 	if (!addr)
 		addr = (void *)(uintptr_t)(host_runs_base() +
@@ -74,6 +153,10 @@ static inline void bpf_arena_free_pages(void *map, void *addr, u32 pages)
 {
 	size_t len = (size_t)pages * 4096;
 
+	if (host_in_arena(addr)) {
+		host_arena_free(addr, pages);
+		return;
+	}
 	if ((u64)(uintptr_t)addr >= host_runs_base())
 		mmap(addr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	else

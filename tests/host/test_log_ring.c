@@ -171,7 +171,7 @@ static int test_bad_args(void)
 
 int main(void)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	host_begin(false);
 	host_run("host", "log_bad_args", test_bad_args);
 	host_run("host", "log_concurrent", test_concurrent);
 	host_run("host", "log_scribbled_ring", test_scribbled_ring);

@@ -451,10 +451,9 @@ int main(void)
 {
 	const char *seed = getenv("HOST_FUZZ_SEED");
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	rng = seed ? strtoull(seed, NULL, 0) : 0x2545f4914f6cdd1dull;
 	/* The fuzzer makes bad calls on purpose: keep their log lines out of the way. */
-	host_log_file = fopen("/dev/null", "w");
+	host_begin(true);
+	rng = seed ? strtoull(seed, NULL, 0) : 0x2545f4914f6cdd1dull;
 	host_run("host", "rbtree_fuzz_alloc_default", test_fuzz_alloc_default);
 	host_run("host", "rbtree_fuzz_alloc_update", test_fuzz_alloc_update);
 	host_run("host", "rbtree_fuzz_alloc_duplicate", test_fuzz_alloc_duplicate);

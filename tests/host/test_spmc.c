@@ -274,9 +274,8 @@ int main(void)
 {
 	const char *seed = getenv("HOST_FUZZ_SEED");
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	host_begin(true);
 	rng = seed ? strtoull(seed, NULL, 0) : 0x9e3779b97f4a7c15ull;
-	host_log_file = fopen("/dev/null", "w");
 	host_run("host", "spmc_fuzz", test_fuzz);
 	host_run("host", "spmc_limits", test_limits);
 	host_run("host", "spmc_race", test_race);
