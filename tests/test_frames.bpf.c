@@ -30,21 +30,21 @@ struct buddy __arena_global frames_buddy;
 	(((512 - (stack) - SPILL_MARGIN) / ((levels) + 1)) & ~15)
 
 /*
- * Keep a whole stack array: its address escapes into an empty asm, so the compiler
- * cannot keep only the elements it sees used.
+ * pad bytes of stack in this frame: an array whose address escapes into an empty asm,
+ * so the compiler keeps all of it, and whose lowest word is written, so the verifier
+ * counts all of it (it counts the stack a program touches).
  */
-#define KEEP(buf)	asm volatile("" : : "r"(&(buf)[0]) : "memory")
+#define STACK_PAD(pad)							\
+	u64 __pad[(pad) / 8];						\
+	__pad[0] = 0;							\
+	asm volatile("" : : "r"(__pad) : "memory")
 
 /* Level n of a chain: pad bytes of its own, then level n - 1. */
 #define LEVEL(p, n, below, pad)						\
-static __noinline __attribute__((unused)) int p##n(u64 what)	\
+static __noinline __attribute__((unused)) int p##n(void)		\
 {									\
-	volatile u64 buf[(pad) / 8];					\
-									\
-	buf[0] = what;							\
-	buf[(pad) / 8 - 1] = what;					\
-	KEEP(buf);							\
-	return below(what) + (int)(buf[0] - buf[(pad) / 8 - 1]);	\
+	STACK_PAD(pad);							\
+	return below();							\
 }
 
 /* Levels 2 .. 6 above p##1, the caller of the allocator. */
@@ -59,33 +59,28 @@ static __noinline __attribute__((unused)) int p##n(u64 what)	\
 #define ALLOC_LEVELS	LEVELS_OF(ARENA_ALLOC_FRAMES)
 #define ALLOC_PAD	PAD_OF(ALLOC_LEVELS, ARENA_ALLOC_STACK)
 
-static __noinline int alloc1(u64 what)
+static __noinline int alloc1(void)
 {
-	volatile u64 buf[ALLOC_PAD / 8];
 	void __arena *small, *large;
 	int err = 0;
+	STACK_PAD(ALLOC_PAD);
 
-	buf[0] = what;
-	KEEP(buf);
 	small = arena_malloc(64);
 	large = arena_malloc(100000);
 	if (!small || !large)
 		err = -ENOMEM;
 	if (arena_free(small) || arena_free(large))
 		err = err ?: -EINVAL;
-	buf[ALLOC_PAD / 8 - 1] = err;
-	return buf[ALLOC_PAD / 8 - 1] + (int)(buf[0] - what);
+	return err;
 }
 CHAIN(alloc, ALLOC_PAD)
 
 SEC("syscall")
 int test_frames_arena_malloc(struct arena_test_ctx *ctx)
 {
-	volatile u64 buf[ALLOC_PAD / 8];
+	STACK_PAD(ALLOC_PAD);
 
-	buf[0] = ALLOC_LEVELS;
-	KEEP(buf);
-	ARENA_ASSERT_EQ(CAT(alloc, ALLOC_LEVELS)(buf[0]), 0);
+	ARENA_ASSERT_EQ(CAT(alloc, ALLOC_LEVELS)(), 0);
 	return 0;
 }
 
@@ -93,31 +88,26 @@ int test_frames_arena_malloc(struct arena_test_ctx *ctx)
 #define CALLOC_LEVELS	LEVELS_OF(ARENA_CALLOC_FRAMES)
 #define CALLOC_PAD	PAD_OF(CALLOC_LEVELS, ARENA_CALLOC_STACK)
 
-static __noinline int calloc1(u64 what)
+static __noinline int calloc1(void)
 {
-	volatile u64 buf[CALLOC_PAD / 8];
 	u64 __arena *p;
 	int err;
+	STACK_PAD(CALLOC_PAD);
 
-	buf[0] = what;
-	KEEP(buf);
 	p = arena_calloc(16, 8);
 	err = p && !p[0] && !p[15] ? 0 : -ENOMEM;
 	if (arena_free(p))
 		err = err ?: -EINVAL;
-	buf[CALLOC_PAD / 8 - 1] = err;
-	return buf[CALLOC_PAD / 8 - 1] + (int)(buf[0] - what);
+	return err;
 }
 CHAIN(calloc, CALLOC_PAD)
 
 SEC("syscall")
 int test_frames_arena_calloc(struct arena_test_ctx *ctx)
 {
-	volatile u64 buf[CALLOC_PAD / 8];
+	STACK_PAD(CALLOC_PAD);
 
-	buf[0] = CALLOC_LEVELS;
-	KEEP(buf);
-	ARENA_ASSERT_EQ(CAT(calloc, CALLOC_LEVELS)(buf[0]), 0);
+	ARENA_ASSERT_EQ(CAT(calloc, CALLOC_LEVELS)(), 0);
 	return 0;
 }
 
@@ -125,35 +115,30 @@ int test_frames_arena_calloc(struct arena_test_ctx *ctx)
 #define BUDDY_LEVELS	LEVELS_OF(BUDDY_CALL_FRAMES)
 #define BUDDY_PAD	PAD_OF(BUDDY_LEVELS, BUDDY_CALL_STACK)
 
-static __noinline int buddy1(u64 what)
+static __noinline int buddy1(void)
 {
-	volatile u64 buf[BUDDY_PAD / 8];
 	void __arena *p, *q;
 	int err = 0;
+	STACK_PAD(BUDDY_PAD);
 
-	buf[0] = what;
-	KEEP(buf);
 	p = buddy_alloc(&frames_buddy, 64);
 	q = buddy_alloc_nosleep(&frames_buddy, 4096);
 	if (!p || !q)
 		err = -ENOMEM;
 	if (buddy_free(&frames_buddy, p) || buddy_free_nosleep(&frames_buddy, q))
 		err = err ?: -EINVAL;
-	buf[BUDDY_PAD / 8 - 1] = err;
-	return buf[BUDDY_PAD / 8 - 1] + (int)(buf[0] - what);
+	return err;
 }
 CHAIN(buddy, BUDDY_PAD)
 
 SEC("syscall")
 int test_frames_buddy(struct arena_test_ctx *ctx)
 {
-	volatile u64 buf[BUDDY_PAD / 8];
+	STACK_PAD(BUDDY_PAD);
 
 	if (frames_buddy.magic != BUDDY_MAGIC)
 		ARENA_ASSERT_EQ(buddy_init(&frames_buddy), 0);
-	buf[0] = BUDDY_LEVELS;
-	KEEP(buf);
-	ARENA_ASSERT_EQ(CAT(buddy, BUDDY_LEVELS)(buf[0]), 0);
+	ARENA_ASSERT_EQ(CAT(buddy, BUDDY_LEVELS)(), 0);
 	ARENA_ASSERT_EQ(buddy_destroy(&frames_buddy), 0);
 	return 0;
 }
