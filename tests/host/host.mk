@@ -23,16 +23,21 @@ test_buddy_SRCS := $(ROOT)/src/buddy.bpf.c $(ROOT)/src/log.bpf.c
 test_heap_SRCS := $(ROOT)/src/heap.bpf.c $(ROOT)/src/buddy.bpf.c $(ROOT)/src/log.bpf.c
 test_rbtree_SRCS := $(ROOT)/src/rbtree.bpf.c
 test_spmc_SRCS := $(ROOT)/src/spmc.bpf.c
+test_btree_SRCS := $(ROOT)/src/btree.bpf.c
+# The same tests on 14-key nodes (twice as high), destroy in slices of 100 nodes.
+test_btree4_SRCS := $(ROOT)/src/btree.bpf.c
+test_btree4_CFLAGS := -DBT_SEARCH_STEPS=4 -DBT_DESTROY_MAX=100
 
-TESTS := test_common test_log_ring test_buddy test_heap test_rbtree test_spmc
+TESTS := test_common test_log_ring test_buddy test_heap test_rbtree test_spmc test_btree \
+	test_btree4
 BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 
 all: $(BINS)
 
 define host_test
-$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/tests/host/*.h)
+$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/tests/host/*.[ch])
 	@mkdir -p $(OUTPUT)
-	@$(CC) $(CFLAGS) $(SAN_$(2)) $(SHIM) -x c $($(1)_SRCS) -x none $$< -o $$@ -lpthread
+	@$(CC) $(CFLAGS) $($(1)_CFLAGS) $(SAN_$(2)) $(SHIM) -x c $($(1)_SRCS) -x none $$< -o $$@ -lpthread
 endef
 $(foreach t,$(TESTS),$(eval $(call host_test,$(t),asan)) $(eval $(call host_test,$(t),tsan)))
 

@@ -1,0 +1,1130 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The B-tree. include/libarena/btree.h states the API and its limits.
+ *
+ * The rules every call leaves true (bt_integrity_check checks each):
+ *   1. a node's keys ascend strictly, and the slots from keys[nr] on hold BT_SENTINEL;
+ *   2. below an inner node, children[i] holds only keys k with keys[i - 1] <= k < keys[i]
+ *      (no bound where i - 1 or i is past the ends);
+ *   3. every leaf is at level 0 and a node's children are one level below it, so every
+ *      leaf is height - 1 steps below the root;
+ *   4. every node but the root holds BT_MIN_KEYS to BT_MAX_KEYS keys, the root at least
+ *      one (an inner root: at least two children); an empty tree has no root;
+ *   5. the leaves' next and prev links chain them in key order, NULL at both ends;
+ *   6. count and nr_nodes are exact.
+ *
+ * The search in a node is a fixed run of halvings over BT_SLOTS keys (rule 1 keeps the
+ * slots past nr out of it), so it has no loop and no bound checks. Writes shift, copy and
+ * trim pairs: keys[i] together with the u64 slot that follows it, values[i] in a leaf and
+ * children[i + 1] in an inner node, so the same few moves serve both kinds.
+ *
+ * A full leaf first passes pairs to a neighbour with room (so sequential keys fill
+ * leaves nearly full, not half), and only splits when both neighbours are full. Every
+ * node a split cascade needs is allocated before anything moves: -ENOMEM changes nothing.
+ * A remove that leaves a node below BT_MIN_KEYS borrows from a neighbour, or merges with
+ * it and goes on at the parent; a root left with one child gives way to it.
+ *
+ * BPF has no recursion: calls keep their path from the root in bt->path (callers
+ * serialise, so one path per tree is enough), and whole-tree walks run a depth-first
+ * state machine over it. Every loop is bounded by the height, BT_SLOTS or the node count.
+ */
+#include <libarena/btree.h>
+#include <libarena/heap.h>
+
+typedef struct bt_node __arena btnode_t;
+typedef struct btree __arena btree_t;
+
+_Static_assert(BT_SEARCH_STEPS >= 4 && BT_SEARCH_STEPS <= 8, "4 to 8 halvings");
+_Static_assert(sizeof(struct bt_node) == (16u << BT_SEARCH_STEPS), "a node is a size class");
+_Static_assert(2 * BT_MIN_KEYS <= BT_MAX_KEYS, "two nodes one short of the minimum merge");
+
+#define HALF		(BT_MAX_KEYS / 2)
+#define BT_DYING	0x42547964u	/* a bt_destroy returned -EAGAIN */
+
+#define CHECK_TREE(fn, bt)							\
+	do {									\
+		arena_subprog_init();						\
+		if (!(bt) || (bt)->magic != BT_MAGIC) {				\
+			arena_stderr("%s: %llx is not a live tree", fn, (u64)(bt)); \
+			return -EINVAL;						\
+		}								\
+	} while (0)
+
+#define DAMAGED(fn, bt, n)							\
+	({									\
+		arena_stderr("%s: tree %llx is damaged at node %llx "		\
+			     "(level, fill or links)", fn, (u64)(bt), (u64)(n));	\
+		-EUCLEAN;							\
+	})
+
+/* The slot that follows keys[0]: values[0] in a leaf, children[1] in an inner node. */
+static __always_inline u64 __arena *slots(btnode_t *n)
+{
+	return n->level ? (u64 __arena *)&n->children[1] : n->values;
+}
+
+/*
+ * How many of n's keys are below key (le: at most key). Sentinels are never below a
+ * key; with le they can equal BT_SENTINEL, hence the clamp.
+ */
+static __always_inline u32 search(btnode_t *n, u64 key, bool le)
+{
+	u64 __arena *k = n->keys;
+	u32 i = 0;
+
+#define HALVE(w)	if (le ? k[i + (w) - 1] <= key : k[i + (w) - 1] < key) i += (w)
+#if BT_SEARCH_STEPS >= 8
+	HALVE(128);
+#endif
+#if BT_SEARCH_STEPS >= 7
+	HALVE(64);
+#endif
+#if BT_SEARCH_STEPS >= 6
+	HALVE(32);
+#endif
+#if BT_SEARCH_STEPS >= 5
+	HALVE(16);
+#endif
+	HALVE(8);
+	HALVE(4);
+	HALVE(2);
+	HALVE(1);
+#undef HALVE
+	if (le && i > n->nr)
+		i = n->nr;
+	return i;
+}
+
+/* A node a walk may enter at level l: present, at that level, not overfull. */
+static __always_inline bool node_ok(btnode_t *n, u32 l)
+{
+	return n && n->level == l && n->nr <= BT_MAX_KEYS;
+}
+
+/*
+ * The leaf where key belongs, or NULL (*bad: the node at fault) for a damaged tree.
+ * With record, bt->path[l] holds each node and the child it took, and path[0] the leaf
+ * and the number of its keys below key. The tree is not empty.
+ */
+static __always_inline btnode_t *descend(btree_t *bt, u64 key, bool record, btnode_t **bad)
+{
+	btnode_t *n = bt->root;
+	u32 l = bt->height, i;
+
+	if (l > BT_MAX_HEIGHT || !l) {
+		*bad = n;
+		return NULL;
+	}
+	for (; l > 1 && can_loop; l--) {
+		if (!node_ok(n, l - 1)) {
+			*bad = n;
+			return NULL;
+		}
+		i = search(n, key, true);
+		if (record) {
+			bt->path[l - 1].node = n;
+			bt->path[l - 1].idx = i;
+		}
+		n = n->children[i];
+	}
+	if (l != 1 || !node_ok(n, 0)) {
+		*bad = n;
+		return NULL;
+	}
+	if (record) {
+		bt->path[0].node = n;
+		bt->path[0].idx = search(n, key, false);
+	}
+	return n;
+}
+
+/*
+ * The first (dir 0) or last (dir 1) leaf, path recorded: inner nodes took their first
+ * or last child, and path[0].idx is 0 or the leaf's last key. NULL for a damaged tree.
+ */
+static __always_inline btnode_t *descend_edge(btree_t *bt, int dir, btnode_t **bad)
+{
+	btnode_t *n = bt->root;
+	u32 l = bt->height, i;
+
+	if (l > BT_MAX_HEIGHT || !l) {
+		*bad = n;
+		return NULL;
+	}
+	for (; l > 1 && can_loop; l--) {
+		if (!node_ok(n, l - 1)) {
+			*bad = n;
+			return NULL;
+		}
+		i = dir ? n->nr : 0;
+		bt->path[l - 1].node = n;
+		bt->path[l - 1].idx = i;
+		n = n->children[i];
+	}
+	if (l != 1 || !node_ok(n, 0) || !n->nr) {
+		*bad = n;
+		return NULL;
+	}
+	bt->path[0].node = n;
+	bt->path[0].idx = dir ? n->nr - 1 : 0;
+	return n;
+}
+
+/*
+ * Move the pairs [from, nr) of n by delta (> 0 opens a gap of delta pairs at from, < 0
+ * drops the delta pairs before from) and set nr. The pairs of a gap are the caller's to
+ * fill; dropped slots at the end become sentinels. shift(n, n->nr, -k) trims k pairs.
+ */
+__weak int __bt_shift(struct bt_node __arena *n __arg_arena, u32 from, int delta)
+{
+	u64 __arena *k = n->keys, *s = slots(n);
+	u32 nr = n->nr, i;
+
+	if (from > nr || (int)nr + delta > (int)BT_MAX_KEYS || (int)from + delta < 0)
+		return -EUCLEAN;
+	if (delta > 0) {
+		for (i = nr; i > from && can_loop; i--) {
+			k[i - 1 + delta] = k[i - 1];
+			s[i - 1 + delta] = s[i - 1];
+		}
+	} else if (delta < 0) {
+		for (i = from; i < nr && can_loop; i++) {
+			k[i + delta] = k[i];
+			s[i + delta] = s[i];
+		}
+		for (i = nr + delta; i < nr && can_loop; i++)
+			k[i] = BT_SENTINEL;
+	}
+	n->nr = nr + delta;
+	return 0;
+}
+
+/* Copy cnt pairs from src[spos] to dst[dpos]; neither nr changes. */
+__weak int __bt_copy(struct bt_node __arena *dst __arg_arena, u32 dpos,
+		     struct bt_node __arena *src __arg_arena, u32 spos, u32 cnt)
+{
+	u64 __arena *dk = dst->keys, *ds = slots(dst), *sk = src->keys, *ss = slots(src);
+	u32 i;
+
+	if (dpos + cnt > BT_MAX_KEYS || spos + cnt > BT_MAX_KEYS)
+		return -EUCLEAN;
+	for (i = zero; i < cnt && can_loop; i++) {
+		dk[dpos + i] = sk[spos + i];
+		ds[dpos + i] = ss[spos + i];
+	}
+	return 0;
+}
+
+/* Open a gap at pos and put a pair there. */
+static __always_inline int put(btnode_t *n, u32 pos, u64 key, u64 slot)
+{
+	if (__bt_shift(n, pos, 1))
+		return -EUCLEAN;
+	n->keys[pos] = key;
+	slots(n)[pos] = slot;
+	return 0;
+}
+
+/* A node from arena_malloc with no keys: every slot a sentinel. */
+__weak u64 __bt_node_new(u32 level)
+{
+	btnode_t *n = arena_malloc(BT_NODE_SIZE);
+	u32 i;
+
+	if (!n)
+		return 0;
+	n->nr = 0;
+	n->level = level;
+	n->pad = 0;
+	for (i = zero; i < BT_SLOTS && can_loop; i++)
+		n->keys[i] = BT_SENTINEL;
+	n->next = NULL;
+	n->prev = NULL;
+	return (u64)n;
+}
+
+__weak u64 bt_create_addr(void)
+{
+	btree_t *bt = arena_malloc(sizeof(*bt));
+
+	if (!bt) {
+		arena_stderr("bt_create: out of memory");
+		return 0;
+	}
+	bt->root = NULL;
+	bt->count = 0;
+	bt->nr_nodes = 0;
+	bt->gen = 0;
+	bt->height = 0;
+	bt->depth = 0;
+	bt->pad = 0;
+	bt->magic = BT_MAGIC;
+	return (u64)bt;
+}
+
+/*
+ * The full leaf path[0] has a neighbour under the same parent with room: the leaf's pairs
+ * with the new one among them are 63, and half the neighbour's room of them, from the
+ * near end, go over. 1 when done, 0 when both neighbours are full (or there are none).
+ */
+static __always_inline int lend(btree_t *bt, u64 key, u64 value)
+{
+	btnode_t *leaf = bt->path[0].node, *parent, *sib;
+	u32 pos = bt->path[0].idx, j, m, sn, keep;
+
+	if (bt->height < 2)
+		return 0;
+	parent = bt->path[1].node;
+	j = bt->path[1].idx;
+	sib = j ? parent->children[j - 1] : NULL;
+	if (sib && node_ok(sib, 0) && sib->nr < BT_MAX_KEYS) {
+		/* The first m go to the end of the left neighbour. */
+		sn = sib->nr;
+		m = (BT_MAX_KEYS - sn + 1) / 2;
+		if (pos < m) {
+			/* The new pair is one of them. */
+			if (__bt_copy(sib, sn, leaf, 0, m - 1) ||
+			    __bt_shift(leaf, m - 1, -(int)(m - 1)))
+				return -EUCLEAN;
+			sib->nr = sn + m - 1;
+			if (put(sib, sn + pos, key, value))
+				return -EUCLEAN;
+		} else {
+			if (__bt_copy(sib, sn, leaf, 0, m) || __bt_shift(leaf, m, -(int)m))
+				return -EUCLEAN;
+			sib->nr = sn + m;
+			if (put(leaf, pos - m, key, value))
+				return -EUCLEAN;
+		}
+		parent->keys[j - 1] = leaf->keys[0];
+		return 1;
+	}
+	sib = j < parent->nr ? parent->children[j + 1] : NULL;
+	if (sib && node_ok(sib, 0) && sib->nr < BT_MAX_KEYS) {
+		/* The last m go to the front of the right neighbour. */
+		m = (BT_MAX_KEYS - sib->nr + 1) / 2;
+		keep = BT_MAX_KEYS + 1 - m;
+		if (pos >= keep) {
+			/* The new pair is one of them. */
+			if (__bt_shift(sib, 0, m - 1) || __bt_copy(sib, 0, leaf, keep, m - 1) ||
+			    __bt_shift(leaf, BT_MAX_KEYS, -(int)(m - 1)) ||
+			    put(sib, pos - keep, key, value))
+				return -EUCLEAN;
+		} else {
+			if (__bt_shift(sib, 0, m) || __bt_copy(sib, 0, leaf, keep - 1, m) ||
+			    __bt_shift(leaf, BT_MAX_KEYS, -(int)m) || put(leaf, pos, key, value))
+				return -EUCLEAN;
+		}
+		parent->keys[j] = sib->keys[0];
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Split the full inner node n (path[l]) into n and right (empty, level l), with the pair
+ * (*sep, child) still to go in at key index j. Both halves end with BT_MIN_KEYS or more
+ * keys; the key that separates them comes back in *sep for the parent.
+ */
+__weak int __bt_split_inner(struct bt_node __arena *n __arg_arena,
+			    struct bt_node __arena *right __arg_arena, u32 j, u64 *sep,
+			    struct bt_node __arena *child __arg_arena)
+{
+	u32 m = j < HALF ? HALF - 1 : HALF;
+	u64 mid = j == HALF ? *sep : n->keys[m];
+
+	if (n->nr != BT_MAX_KEYS || j > BT_MAX_KEYS)
+		return -EUCLEAN;
+	if (j == HALF) {
+		/* The new key itself goes up; its child starts right. */
+		right->children[0] = child;
+		if (__bt_copy(right, 0, n, HALF, BT_MAX_KEYS - HALF))
+			return -EUCLEAN;
+		right->nr = BT_MAX_KEYS - HALF;
+		return __bt_shift(n, BT_MAX_KEYS, -(int)(BT_MAX_KEYS - HALF));
+	}
+	/* keys[m] goes up, children[m + 1] starts right, the pairs after m follow it. */
+	right->children[0] = n->children[m + 1];
+	if (__bt_copy(right, 0, n, m + 1, BT_MAX_KEYS - m - 1))
+		return -EUCLEAN;
+	right->nr = BT_MAX_KEYS - m - 1;
+	if (__bt_shift(n, BT_MAX_KEYS, -(int)(BT_MAX_KEYS - m)))
+		return -EUCLEAN;
+	if (j < HALF ? put(n, j, *sep, (u64)child) : put(right, j - m - 1, *sep, (u64)child))
+		return -EUCLEAN;
+	*sep = mid;
+	return 0;
+}
+
+/* Give back the nodes taken for a split that cannot happen. */
+static __always_inline void drop_spares(btree_t *bt, u32 nr)
+{
+	u32 i;
+
+	for (i = zero; i < nr && i <= BT_MAX_HEIGHT && can_loop; i++)
+		arena_free(bt->spare[i]);
+}
+
+/*
+ * Put (key, value) in the full leaf path[0]: through a neighbour with room, or by
+ * splitting the leaf and every full node above it. The new nodes are allocated first.
+ */
+__weak int __bt_insert_full(struct btree __arena *bt __arg_arena, u64 key, u64 value)
+{
+	btnode_t *leaf = bt->path[0].node, *right, *n, *root;
+	u32 pos = bt->path[0].idx, need, l, s;
+	u64 sep, addr;
+	int ret;
+
+	ret = lend(bt, key, value);
+	if (ret)
+		return ret < 0 ? ret : 0;
+
+	/* Levels 0 .. need - 1 split; a split root needs a new root above it. */
+	for (need = zero; need < bt->height && need < BT_MAX_HEIGHT && can_loop; need++)
+		if (bt->path[need].node->nr < BT_MAX_KEYS)
+			break;
+	if (need == bt->height)
+		need++;
+	if (need > BT_MAX_HEIGHT) {
+		arena_stderr("bt_insert: tree %llx would grow past BT_MAX_HEIGHT", (u64)bt);
+		return -E2BIG;
+	}
+	for (l = zero; l < need && l <= BT_MAX_HEIGHT && can_loop; l++) {
+		addr = __bt_node_new(l);
+		if (!addr) {
+			drop_spares(bt, l);
+			arena_stderr("bt_insert: out of memory for key %llu", key);
+			return -ENOMEM;
+		}
+		bt->spare[l] = (btnode_t *)addr;
+	}
+
+	/* The leaf: the upper half moves right, the new pair joins its side. */
+	right = bt->spare[0];
+	s = pos <= HALF ? HALF : HALF + 1;
+	if (__bt_copy(right, 0, leaf, s, BT_MAX_KEYS - s))
+		return -EUCLEAN;
+	right->nr = BT_MAX_KEYS - s;
+	if (__bt_shift(leaf, BT_MAX_KEYS, -(int)(BT_MAX_KEYS - s)))
+		return -EUCLEAN;
+	right->next = leaf->next;
+	right->prev = leaf;
+	if (leaf->next)
+		leaf->next->prev = right;
+	leaf->next = right;
+	if (pos <= HALF ? put(leaf, pos, key, value) : put(right, pos - s, key, value))
+		return -EUCLEAN;
+	sep = right->keys[0];
+
+	/* Up: each full node splits and passes its middle key on. */
+	for (l = 1; l < need && l < BT_MAX_HEIGHT && can_loop; l++) {
+		if (l == bt->height)
+			break;
+		n = bt->path[l].node;
+		if (__bt_split_inner(n, bt->spare[l], bt->path[l].idx, &sep, bt->spare[l - 1]))
+			return -EUCLEAN;
+	}
+	if (need > bt->height) {
+		root = bt->spare[bt->height];
+		root->children[0] = bt->root;
+		root->keys[0] = sep;
+		root->children[1] = bt->spare[bt->height - 1];
+		root->nr = 1;
+		bt->root = root;
+		bt->height++;
+	} else {
+		n = bt->path[need].node;
+		if (put(n, bt->path[need].idx, sep, (u64)bt->spare[need - 1]))
+			return -EUCLEAN;
+	}
+	bt->nr_nodes += need;
+	return 0;
+}
+
+__weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, bool update)
+{
+	btnode_t *leaf, *bad = NULL;
+	u32 pos;
+	u64 addr;
+	int ret;
+
+	CHECK_TREE("bt_insert", bt);
+	if (!bt->root) {
+		addr = __bt_node_new(0);
+		if (!addr) {
+			arena_stderr("bt_insert: out of memory for key %llu", key);
+			return -ENOMEM;
+		}
+		leaf = (btnode_t *)addr;
+		leaf->keys[0] = key;
+		leaf->values[0] = value;
+		leaf->nr = 1;
+		bt->root = leaf;
+		bt->height = 1;
+		bt->nr_nodes = 1;
+		bt->count = 1;
+		bt->gen++;
+		return 0;
+	}
+	leaf = descend(bt, key, true, &bad);
+	if (!leaf)
+		return DAMAGED("bt_insert", bt, bad);
+	pos = bt->path[0].idx;
+	if (pos < leaf->nr && leaf->keys[pos] == key) {
+		if (!update)
+			return -EALREADY;
+		leaf->values[pos] = value;
+		return 0;
+	}
+	if (leaf->nr < BT_MAX_KEYS)
+		ret = put(leaf, pos, key, value);
+	else
+		ret = __bt_insert_full(bt, key, value);
+	if (ret == -EUCLEAN)
+		return DAMAGED("bt_insert", bt, leaf);
+	if (ret)
+		return ret;
+	bt->count++;
+	bt->gen++;
+	return 0;
+}
+
+/*
+ * Node n at level l (path[l]) holds one key too few; its parent is path[l + 1]. Borrow a
+ * pair from the neighbour (1: done), or merge the two into the left one (0: the parent
+ * lost a key and may be short now). left and right are adjacent children of parent,
+ * sep the index of the key between them.
+ */
+__weak int __bt_fix_short(struct btree __arena *bt __arg_arena, u32 l)
+{
+	btnode_t *n = bt->path[l].node, *parent = bt->path[l + 1].node, *left, *right;
+	u32 j = bt->path[l + 1].idx, sep, ln, rn;
+	u64 __arena *ls, *rs;
+
+	if (l + 1 >= BT_MAX_HEIGHT || !parent->nr)
+		return -EUCLEAN;
+	if (j) {
+		left = parent->children[j - 1];
+		right = n;
+		sep = j - 1;
+	} else {
+		left = n;
+		right = parent->children[1];
+		sep = 0;
+	}
+	if (!node_ok(left, l) || !node_ok(right, l))
+		return -EUCLEAN;
+	ln = left->nr;
+	rn = right->nr;
+	ls = slots(left);
+	rs = slots(right);
+	if (n == left && rn > BT_MIN_KEYS) {
+		/* The right neighbour's first pair comes over (through the parent if inner). */
+		if (l) {
+			left->keys[ln] = parent->keys[sep];
+			ls[ln] = (u64)right->children[0];
+			parent->keys[sep] = right->keys[0];
+			right->children[0] = (btnode_t *)rs[0];
+		} else {
+			left->keys[ln] = right->keys[0];
+			ls[ln] = rs[0];
+			parent->keys[sep] = right->keys[1];
+		}
+		left->nr = ln + 1;
+		return __bt_shift(right, 1, -1) ?: 1;
+	}
+	if (n == right && ln > BT_MIN_KEYS) {
+		/* The left neighbour's last pair comes over. */
+		if (__bt_shift(right, 0, 1))
+			return -EUCLEAN;
+		if (l) {
+			right->keys[0] = parent->keys[sep];
+			rs[0] = (u64)right->children[0];
+			right->children[0] = (btnode_t *)ls[ln - 1];
+			parent->keys[sep] = left->keys[ln - 1];
+		} else {
+			right->keys[0] = left->keys[ln - 1];
+			rs[0] = ls[ln - 1];
+			parent->keys[sep] = left->keys[ln - 1];
+		}
+		return __bt_shift(left, ln, -1) ?: 1;
+	}
+	/* Merge right into left; the parent loses the key between them and right. */
+	if (l) {
+		if (ln + 1 + rn > BT_MAX_KEYS)
+			return -EUCLEAN;
+		left->keys[ln] = parent->keys[sep];
+		ls[ln] = (u64)right->children[0];
+		ln++;
+	} else {
+		left->next = right->next;
+		if (right->next)
+			right->next->prev = left;
+	}
+	if (__bt_copy(left, ln, right, 0, rn))
+		return -EUCLEAN;
+	left->nr = ln + rn;
+	if (__bt_shift(parent, sep + 1, -1))
+		return -EUCLEAN;
+	arena_free(right);
+	bt->nr_nodes--;
+	return 0;
+}
+
+/* Remove the pair at path[0] and rebalance on the way up. */
+__weak int __bt_erase(struct btree __arena *bt __arg_arena)
+{
+	btnode_t *n = bt->path[0].node;
+	u32 l, height = bt->height;
+	int ret;
+
+	if (__bt_shift(n, bt->path[0].idx + 1, -1))
+		return -EUCLEAN;
+	bt->count--;
+	bt->gen++;
+	for (l = zero; l < height && l < BT_MAX_HEIGHT && can_loop; l++) {
+		n = bt->path[l].node;
+		if (l == height - 1) {
+			/* The root: an empty leaf goes, an inner root with one child gives way. */
+			if (n->nr)
+				break;
+			bt->root = l ? n->children[0] : NULL;
+			bt->height = l;
+			bt->nr_nodes--;
+			arena_free(n);
+			break;
+		}
+		if (n->nr >= BT_MIN_KEYS)
+			break;
+		ret = __bt_fix_short(bt, l);
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
+	return 0;
+}
+
+__weak int bt_remove(struct btree __arena *bt __arg_arena, u64 key)
+{
+	btnode_t *leaf, *bad = NULL;
+	u32 pos;
+
+	CHECK_TREE("bt_remove", bt);
+	if (!bt->root)
+		return -ENOENT;
+	leaf = descend(bt, key, true, &bad);
+	if (!leaf)
+		return DAMAGED("bt_remove", bt, bad);
+	pos = bt->path[0].idx;
+	if (pos >= leaf->nr || leaf->keys[pos] != key)
+		return -ENOENT;
+	if (__bt_erase(bt))
+		return DAMAGED("bt_remove", bt, leaf);
+	return 0;
+}
+
+__weak int bt_find(struct btree __arena *bt __arg_arena, u64 key, u64 *value)
+{
+	btnode_t *leaf, *bad = NULL;
+	u32 pos;
+
+	CHECK_TREE("bt_find", bt);
+	if (!bt->root)
+		return -ENOENT;
+	leaf = descend(bt, key, false, &bad);
+	if (!leaf)
+		return DAMAGED("bt_find", bt, bad);
+	pos = search(leaf, key, false);
+	if (pos >= leaf->nr || leaf->keys[pos] != key)
+		return -ENOENT;
+	if (value)
+		*value = leaf->values[pos];
+	return 0;
+}
+
+__weak s64 bt_count(struct btree __arena *bt __arg_arena)
+{
+	CHECK_TREE("bt_count", bt);
+	return bt->count;
+}
+
+static __always_inline int pop(btree_t *bt, int dir, u64 *key, u64 *value, const char *fn)
+{
+	btnode_t *leaf, *bad = NULL;
+	u32 pos;
+
+	if (!bt->root)
+		return -ENOENT;
+	leaf = descend_edge(bt, dir, &bad);
+	if (!leaf)
+		return DAMAGED(fn, bt, bad);
+	pos = bt->path[0].idx;
+	if (key)
+		*key = leaf->keys[pos];
+	if (value)
+		*value = leaf->values[pos];
+	if (__bt_erase(bt))
+		return DAMAGED(fn, bt, leaf);
+	return 0;
+}
+
+__weak int bt_pop_first(struct btree __arena *bt __arg_arena, u64 *key, u64 *value)
+{
+	CHECK_TREE("bt_pop_first", bt);
+	return pop(bt, 0, key, value, "bt_pop_first");
+}
+
+__weak int bt_pop_last(struct btree __arena *bt __arg_arena, u64 *key, u64 *value)
+{
+	CHECK_TREE("bt_pop_last", bt);
+	return pop(bt, 1, key, value, "bt_pop_last");
+}
+
+/* A leaf a walk along the chain may enter: a leaf with keys. */
+static __always_inline bool leaf_ok(btnode_t *n)
+{
+	return node_ok(n, 0) && n->nr;
+}
+
+__weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
+		    struct bt_pair __arena *out __arg_arena, u32 max)
+{
+	btnode_t *leaf, *bad = NULL;
+	u32 i = 0, pos, nr;
+	bool seen = false;
+	u64 k = 0;
+
+	CHECK_TREE("bt_range", bt);
+	if (!bt->root || lo > hi)
+		return 0;
+	leaf = descend(bt, lo, false, &bad);
+	if (!leaf)
+		return DAMAGED("bt_range", bt, bad);
+	pos = search(leaf, lo, false);
+	while (i < max && can_loop) {
+		nr = leaf->nr;
+		if (pos >= nr) {
+			leaf = leaf->next;
+			if (!leaf)
+				break;
+			/* Keys ascend along the chain, so a cycle ends at a smaller key. */
+			if (!leaf_ok(leaf) || (seen && leaf->keys[0] <= k))
+				return DAMAGED("bt_range", bt, leaf);
+			pos = 0;
+			continue;
+		}
+		k = leaf->keys[pos];
+		seen = true;
+		if (k > hi)
+			break;
+		if (out) {
+			out[i].key = k;
+			out[i].value = leaf->values[pos];
+		} else if (leaf->keys[nr - 1] <= hi && nr - pos <= max - i) {
+			/* Counting only: the rest of this leaf at once. */
+			i += nr - pos;
+			k = leaf->keys[nr - 1];
+			pos = nr;
+			continue;
+		}
+		i++;
+		pos++;
+	}
+	return i;
+}
+
+/* Cursors: keep the position, or say there is none. */
+static __always_inline int stand(struct bt_cursor *c, btree_t *bt, btnode_t *leaf, u32 idx)
+{
+	c->bt = bt;
+	c->gen = bt->gen;
+	if (!leaf) {
+		c->leaf = NULL;
+		return -ENOENT;
+	}
+	c->leaf = leaf;
+	c->idx = idx;
+	c->key = leaf->keys[idx];
+	c->value = leaf->values[idx];
+	return 0;
+}
+
+/* From pos in leaf, the pair there, or the first of the next leaf. */
+static __always_inline int stand_at(struct bt_cursor *c, btree_t *bt, btnode_t *leaf,
+				    u32 pos, const char *fn)
+{
+	if (pos >= leaf->nr) {
+		leaf = leaf->next;
+		pos = 0;
+		if (leaf && !leaf_ok(leaf))
+			return DAMAGED(fn, bt, leaf);
+	}
+	return stand(c, bt, leaf, pos);
+}
+
+/* The pair before pos in leaf, or the last of the leaf before. */
+static __always_inline int stand_before(struct bt_cursor *c, btree_t *bt, btnode_t *leaf,
+					u32 pos, const char *fn)
+{
+	if (!pos) {
+		leaf = leaf->prev;
+		if (leaf && !leaf_ok(leaf))
+			return DAMAGED(fn, bt, leaf);
+		pos = leaf ? leaf->nr : 0;
+	}
+	return stand(c, bt, leaf, pos - 1);
+}
+
+static __always_inline int edge(btree_t *bt, int dir, struct bt_cursor *c, const char *fn)
+{
+	btnode_t *leaf, *bad = NULL;
+
+	if (!bt->root)
+		return stand(c, bt, NULL, 0);
+	leaf = descend_edge(bt, dir, &bad);
+	if (!leaf)
+		return DAMAGED(fn, bt, bad);
+	return stand(c, bt, leaf, bt->path[0].idx);
+}
+
+__weak int bt_first(struct btree __arena *bt __arg_arena, struct bt_cursor *c)
+{
+	CHECK_TREE("bt_first", bt);
+	return edge(bt, 0, c, "bt_first");
+}
+
+__weak int bt_last(struct btree __arena *bt __arg_arena, struct bt_cursor *c)
+{
+	CHECK_TREE("bt_last", bt);
+	return edge(bt, 1, c, "bt_last");
+}
+
+static __always_inline int bound(btree_t *bt, u64 key, bool strict, struct bt_cursor *c,
+				 const char *fn)
+{
+	btnode_t *leaf, *bad = NULL;
+
+	if (!bt->root)
+		return stand(c, bt, NULL, 0);
+	leaf = descend(bt, key, false, &bad);
+	if (!leaf)
+		return DAMAGED(fn, bt, bad);
+	return stand_at(c, bt, leaf, search(leaf, key, strict), fn);
+}
+
+__weak int bt_lower_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c)
+{
+	CHECK_TREE("bt_lower_bound", bt);
+	return bound(bt, key, false, c, "bt_lower_bound");
+}
+
+__weak int bt_upper_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c)
+{
+	CHECK_TREE("bt_upper_bound", bt);
+	return bound(bt, key, true, c, "bt_upper_bound");
+}
+
+/*
+ * A step from the cursor's pair. If the tree changed since the cursor stood there, the
+ * pair may have moved or gone: find the place again from its key.
+ */
+static __always_inline int step(struct bt_cursor *c, int dir, const char *fn)
+{
+	btree_t *bt = c->bt;
+	btnode_t *leaf = c->leaf, *bad = NULL;
+	u32 idx = c->idx;
+
+	CHECK_TREE(fn, bt);
+	if (!leaf)
+		return -ENOENT;
+	if (c->gen != bt->gen) {
+		if (!bt->root)
+			return stand(c, bt, NULL, 0);
+		leaf = descend(bt, c->key, false, &bad);
+		if (!leaf)
+			return DAMAGED(fn, bt, bad);
+		/* next: the first key above c->key; prev: the last one below it. */
+		idx = search(leaf, c->key, dir);
+		return dir ? stand_at(c, bt, leaf, idx, fn) : stand_before(c, bt, leaf, idx, fn);
+	}
+	if (!leaf_ok(leaf) || idx >= leaf->nr)
+		return DAMAGED(fn, bt, leaf);
+	return dir ? stand_at(c, bt, leaf, idx + 1, fn) : stand_before(c, bt, leaf, idx, fn);
+}
+
+__weak int bt_next(struct bt_cursor *c)
+{
+	return step(c, 1, "bt_next");
+}
+
+__weak int bt_prev(struct bt_cursor *c)
+{
+	return step(c, 0, "bt_prev");
+}
+
+/*
+ * Depth-first walks (check, print, destroy) over bt->path. From path[*l], go down to
+ * the next child not yet visited (1: its first visit) or report that the node is done
+ * (0: the caller goes back up). lo and hi carry the key bounds down (BT_HAS_LO/HI).
+ */
+#define BT_HAS_LO	1u
+#define BT_HAS_HI	2u
+
+static __always_inline int dfs_down(btree_t *bt, u32 *lp)
+{
+	u32 l = *lp, i;
+	btnode_t *n;
+
+	if (!l || l >= BT_MAX_HEIGHT)
+		return 0;
+	n = bt->path[l].node;
+	i = bt->path[l].idx;
+	if (i > n->nr || n->nr > BT_MAX_KEYS)
+		return 0;
+	bt->path[l].idx = i + 1;
+	bt->path[l - 1].node = n->children[i];
+	bt->path[l - 1].idx = 0;
+	bt->path[l - 1].pad = (i ? BT_HAS_LO : bt->path[l].pad & BT_HAS_LO) |
+			      (i < n->nr ? BT_HAS_HI : bt->path[l].pad & BT_HAS_HI);
+	bt->path[l - 1].lo = i ? n->keys[i - 1] : bt->path[l].lo;
+	bt->path[l - 1].hi = i < n->nr ? n->keys[i] : bt->path[l].hi;
+	*lp = l - 1;
+	return 1;
+}
+
+static __always_inline void dfs_start(btree_t *bt)
+{
+	u32 top = bt->height - 1;
+
+	if (top >= BT_MAX_HEIGHT)
+		return;
+	bt->path[top].node = bt->root;
+	bt->path[top].idx = 0;
+	bt->path[top].pad = 0;
+	bt->path[top].lo = 0;
+	bt->path[top].hi = 0;
+}
+
+__weak int bt_destroy(struct btree __arena *bt __arg_arena)
+{
+	u32 l, freed = zero, height;
+	btnode_t *n;
+	bool first;
+
+	arena_subprog_init();
+	if (!bt || (bt->magic != BT_MAGIC && bt->magic != BT_DYING)) {
+		arena_stderr("bt_destroy: %llx is not a live tree", (u64)bt);
+		return -EINVAL;
+	}
+	height = bt->height;
+	if (bt->root && (!height || height > BT_MAX_HEIGHT))
+		return DAMAGED("bt_destroy", bt, bt->root);
+	if (bt->root && bt->magic == BT_MAGIC) {
+		dfs_start(bt);
+		bt->depth = height - 1;
+		bt->magic = BT_DYING;
+		first = true;
+	} else {
+		/* Again after -EAGAIN: path[depth] had its first visit. */
+		first = false;
+	}
+	l = bt->depth;
+	while (bt->root && can_loop) {
+		if (first) {
+			n = bt->path[l].node;
+			if (!node_ok(n, l) || !bt->nr_nodes) {
+				/* Leave the walk where a repaired tree can go on from. */
+				if (l + 1 < height && l + 1 < BT_MAX_HEIGHT) {
+					bt->depth = l + 1;
+					bt->path[l + 1].idx--;
+				} else {
+					bt->magic = BT_MAGIC;
+				}
+				return DAMAGED("bt_destroy", bt, n);
+			}
+		}
+		first = dfs_down(bt, &l);
+		if (first)
+			continue;
+		/* Done below path[l]: free it and go up. */
+		arena_free(bt->path[l].node);
+		bt->nr_nodes--;
+		if (++l >= height) {
+			bt->root = NULL;
+			break;
+		}
+		if (++freed >= BT_DESTROY_MAX) {
+			bt->depth = l;
+			arena_stdout("bt_destroy: freed %u nodes, %llu left: call again", freed,
+				     bt->nr_nodes);
+			return -EAGAIN;
+		}
+	}
+	if (bt->root) {
+		bt->depth = l;
+		return -EAGAIN;		/* the loop budget ran out first */
+	}
+	bt->magic = 0;
+	arena_free(bt);
+	return 0;
+}
+
+/* What bt_integrity_check says of one node; 0 when it keeps rules 1-4. */
+enum bt_fault {
+	BT_OK,
+	BT_MISSING,
+	BT_LEVEL,
+	BT_OVERFULL,
+	BT_UNDERFULL,
+	BT_ORDER,
+	BT_BELOW,
+	BT_ABOVE,
+	BT_SENTINELS,
+};
+
+__weak int __bt_check_node(struct btree __arena *bt __arg_arena, u32 l)
+{
+	btnode_t *n = bt->path[l].node;
+	u32 flags = bt->path[l].pad, nr, i;
+	u64 lo = bt->path[l].lo, hi = bt->path[l].hi, k, prev = 0;
+
+	if (!n)
+		return BT_MISSING;
+	if (n->level != l)
+		return BT_LEVEL;
+	nr = n->nr;
+	if (nr > BT_MAX_KEYS)
+		return BT_OVERFULL;
+	if (!nr || (nr < BT_MIN_KEYS && l != bt->height - 1))
+		return BT_UNDERFULL;
+	for (i = zero; i < nr && can_loop; i++) {
+		k = n->keys[i];
+		if (i && k <= prev)
+			return BT_ORDER;
+		if ((flags & BT_HAS_LO) && k < lo)
+			return BT_BELOW;
+		if ((flags & BT_HAS_HI) && k >= hi)
+			return BT_ABOVE;
+		if (l && !n->children[i])
+			return BT_MISSING;
+		prev = k;
+	}
+	if (l && !n->children[nr])
+		return BT_MISSING;
+	for (i = nr; i < BT_SLOTS && can_loop; i++)
+		if (n->keys[i] != BT_SENTINEL)
+			return BT_SENTINELS;
+	return BT_OK;
+}
+
+static __always_inline const char *fault_name(int f)
+{
+	switch (f) {
+	case BT_MISSING:	return "a child is missing";
+	case BT_LEVEL:		return "a node at the wrong level";
+	case BT_OVERFULL:	return "more keys than BT_MAX_KEYS";
+	case BT_UNDERFULL:	return "fewer keys than BT_MIN_KEYS (or an empty root)";
+	case BT_ORDER:		return "keys out of order or equal";
+	case BT_BELOW:		return "a key below its parent's separator";
+	case BT_ABOVE:		return "a key at or above its parent's separator";
+	default:		return "a sentinel slot holds a key";
+	}
+}
+
+__weak int bt_integrity_check(struct btree __arena *bt __arg_arena)
+{
+	btnode_t *n = NULL, *prev_leaf = NULL;
+	u64 nodes = 0, keys = 0;
+	const char *what = NULL;
+	u32 l, height;
+	int fault, down = 1;
+
+	CHECK_TREE("bt_integrity_check", bt);
+	height = bt->height;
+	if (!bt->root) {
+		if (height || bt->count || bt->nr_nodes)
+			what = "an empty tree with a height or counts";
+		goto out;
+	}
+	if (!height || height > BT_MAX_HEIGHT) {
+		what = "a height of 0 or past BT_MAX_HEIGHT";
+		goto out;
+	}
+	dfs_start(bt);
+	l = height - 1;
+	while (can_loop) {
+		n = bt->path[l].node;
+		if (down) {
+			if (++nodes > bt->nr_nodes) {
+				what = "more nodes than nr_nodes, or a cycle";
+				break;
+			}
+			fault = __bt_check_node(bt, l);
+			if (fault) {
+				what = fault_name(fault);
+				break;
+			}
+			if (!l) {
+				if (n->prev != prev_leaf) {
+					what = "a leaf's prev link is wrong";
+					break;
+				}
+				if (prev_leaf && prev_leaf->next != n) {
+					what = "a leaf's next link is wrong";
+					break;
+				}
+				prev_leaf = n;
+				keys += n->nr;
+			}
+		}
+		down = dfs_down(bt, &l);
+		if (!down && ++l >= height) {
+			n = NULL;
+			break;
+		}
+	}
+	if (!what && n)
+		what = "the walk did not end (loop budget)";
+	else if (!what && prev_leaf && prev_leaf->next)
+		what = "the last leaf has a next link";
+	else if (!what && keys != bt->count)
+		what = "count is not the number of keys";
+	else if (!what && nodes != bt->nr_nodes)
+		what = "nr_nodes is not the number of nodes";
+out:
+	if (!what)
+		return 0;
+	arena_stderr("bt_integrity_check: tree %llx: %s, at node %llx", (u64)bt, what, (u64)n);
+	return -EUCLEAN;
+}
+
+__weak int bt_print(struct btree __arena *bt __arg_arena)
+{
+	u32 l, height, shown = 0;
+	btnode_t *n;
+	int down = 1;
+
+	CHECK_TREE("bt_print", bt);
+	height = bt->height;
+	arena_stdout("btree %llx: %llu keys, %llu nodes of %u bytes, height %u", (u64)bt,
+		     bt->count, bt->nr_nodes, (u32)BT_NODE_SIZE, height);
+	if (!bt->root || !height || height > BT_MAX_HEIGHT)
+		return 0;
+	dfs_start(bt);
+	l = height - 1;
+	while (shown < BT_PRINT_MAX && can_loop) {
+		if (down) {
+			n = bt->path[l].node;
+			if (!node_ok(n, l) || !n->nr)
+				return DAMAGED("bt_print", bt, n);
+			arena_stdout("  level %u node %llx: %u keys, %llu .. %llu", l, (u64)n,
+				     n->nr, n->keys[0], n->keys[n->nr - 1]);
+			shown++;
+		}
+		down = dfs_down(bt, &l);
+		if (!down && ++l >= height)
+			return 0;
+	}
+	arena_stdout("  ... %llu nodes not shown", bt->nr_nodes - shown);
+	return 0;
+}
