@@ -50,6 +50,14 @@ _Static_assert(2 * BT_MIN_KEYS <= BT_MAX_KEYS, "two nodes one short of the minim
 		}								\
 	} while (0)
 
+#define CHECK_CURSOR(fn, c)							\
+	do {									\
+		if (!(c)) {							\
+			arena_stderr("%s: no cursor", fn);			\
+			return -EINVAL;						\
+		}								\
+	} while (0)
+
 #define DAMAGED(fn, bt, n)							\
 	({									\
 		arena_stderr("%s: tree %llx is damaged at node %llx "		\
@@ -225,14 +233,11 @@ static __always_inline int put(btnode_t *n, u32 pos, u64 key, u64 slot)
 	return 0;
 }
 
-/* A node from arena_malloc with no keys: every slot a sentinel. */
-__weak u64 __bt_node_new(u32 level)
+/* A node fresh from arena_malloc, made empty: every slot a sentinel. */
+__weak int __bt_node_init(struct bt_node __arena *n __arg_arena, u32 level)
 {
-	btnode_t *n = arena_malloc(BT_NODE_SIZE);
 	u32 i;
 
-	if (!n)
-		return 0;
 	n->nr = 0;
 	n->level = level;
 	n->pad = 0;
@@ -240,7 +245,29 @@ __weak u64 __bt_node_new(u32 level)
 		n->keys[i] = BT_SENTINEL;
 	n->next = NULL;
 	n->prev = NULL;
-	return (u64)n;
+	return 0;
+}
+
+/*
+ * An empty node. Allocation and freeing stay in the public calls' own frames (inlined
+ * here), so the B-tree adds one frame to the allocator's depth.
+ */
+static __always_inline btnode_t *node_new(u32 level)
+{
+	btnode_t *n = arena_malloc(BT_NODE_SIZE);
+
+	if (n)
+		__bt_node_init(n, level);
+	return n;
+}
+
+/* Give back nodes the tree parked in bt->spare[]: unused spares, or merged-away nodes. */
+static __always_inline void free_spares(btree_t *bt, u32 nr)
+{
+	u32 i;
+
+	for (i = zero; i < nr && i <= BT_MAX_HEIGHT && can_loop; i++)
+		arena_free(bt->spare[i]);
 }
 
 __weak u64 bt_create_addr(void)
@@ -267,7 +294,7 @@ __weak u64 bt_create_addr(void)
  * with the new one among them are 63, and half the neighbour's room of them, from the
  * near end, go over. 1 when done, 0 when both neighbours are full (or there are none).
  */
-static __always_inline int lend(btree_t *bt, u64 key, u64 value)
+__weak int __bt_lend(struct btree __arena *bt __arg_arena, u64 key, u64 value)
 {
 	btnode_t *leaf = bt->path[0].node, *parent, *sib;
 	u32 pos = bt->path[0].idx, j, m, sn, keep;
@@ -331,10 +358,11 @@ __weak int __bt_split_inner(struct bt_node __arena *n __arg_arena,
 			    struct bt_node __arena *child __arg_arena)
 {
 	u32 m = j < HALF ? HALF - 1 : HALF;
-	u64 mid = j == HALF ? *sep : n->keys[m];
+	u64 mid;
 
-	if (n->nr != BT_MAX_KEYS || j > BT_MAX_KEYS)
+	if (!sep || n->nr != BT_MAX_KEYS || j > BT_MAX_KEYS)
 		return -EUCLEAN;
+	mid = j == HALF ? *sep : n->keys[m];
 	if (j == HALF) {
 		/* The new key itself goes up; its child starts right. */
 		right->children[0] = child;
@@ -356,50 +384,18 @@ __weak int __bt_split_inner(struct bt_node __arena *n __arg_arena,
 	return 0;
 }
 
-/* Give back the nodes taken for a split that cannot happen. */
-static __always_inline void drop_spares(btree_t *bt, u32 nr)
-{
-	u32 i;
-
-	for (i = zero; i < nr && i <= BT_MAX_HEIGHT && can_loop; i++)
-		arena_free(bt->spare[i]);
-}
-
 /*
- * Put (key, value) in the full leaf path[0]: through a neighbour with room, or by
- * splitting the leaf and every full node above it. The new nodes are allocated first.
+ * Put (key, value) in the full leaf path[0] by splitting it and the need - 1 full nodes
+ * above it (a new root when need > height), with the empty nodes in bt->spare[0..need).
  */
-__weak int __bt_insert_full(struct btree __arena *bt __arg_arena, u64 key, u64 value)
+__weak int __bt_split(struct btree __arena *bt __arg_arena, u64 key, u64 value, u32 need)
 {
 	btnode_t *leaf = bt->path[0].node, *right, *n, *root;
-	u32 pos = bt->path[0].idx, need, l, s;
-	u64 sep, addr;
-	int ret;
+	u32 pos = bt->path[0].idx, l, s;
+	u64 sep;
 
-	ret = lend(bt, key, value);
-	if (ret)
-		return ret < 0 ? ret : 0;
-
-	/* Levels 0 .. need - 1 split; a split root needs a new root above it. */
-	for (need = zero; need < bt->height && need < BT_MAX_HEIGHT && can_loop; need++)
-		if (bt->path[need].node->nr < BT_MAX_KEYS)
-			break;
-	if (need == bt->height)
-		need++;
-	if (need > BT_MAX_HEIGHT) {
-		arena_stderr("bt_insert: tree %llx would grow past BT_MAX_HEIGHT", (u64)bt);
-		return -E2BIG;
-	}
-	for (l = zero; l < need && l <= BT_MAX_HEIGHT && can_loop; l++) {
-		addr = __bt_node_new(l);
-		if (!addr) {
-			drop_spares(bt, l);
-			arena_stderr("bt_insert: out of memory for key %llu", key);
-			return -ENOMEM;
-		}
-		bt->spare[l] = (btnode_t *)addr;
-	}
-
+	if (!need || need > bt->height + 1 || need > BT_MAX_HEIGHT)
+		return -EUCLEAN;
 	/* The leaf: the upper half moves right, the new pair joins its side. */
 	right = bt->spare[0];
 	s = pos <= HALF ? HALF : HALF + 1;
@@ -418,9 +414,7 @@ __weak int __bt_insert_full(struct btree __arena *bt __arg_arena, u64 key, u64 v
 	sep = right->keys[0];
 
 	/* Up: each full node splits and passes its middle key on. */
-	for (l = 1; l < need && l < BT_MAX_HEIGHT && can_loop; l++) {
-		if (l == bt->height)
-			break;
+	for (l = zero + 1; l < need && l < bt->height && l < BT_MAX_HEIGHT && can_loop; l++) {
 		n = bt->path[l].node;
 		if (__bt_split_inner(n, bt->spare[l], bt->path[l].idx, &sep, bt->spare[l - 1]))
 			return -EUCLEAN;
@@ -442,21 +436,54 @@ __weak int __bt_insert_full(struct btree __arena *bt __arg_arena, u64 key, u64 v
 	return 0;
 }
 
+/*
+ * The leaf path[0] is full: lend to a neighbour, or split. Every node the split needs
+ * is allocated before anything moves, so running out of memory changes nothing.
+ */
+static __always_inline int insert_full(btree_t *bt, u64 key, u64 value)
+{
+	u32 need, l;
+	btnode_t *n;
+	int ret;
+
+	ret = __bt_lend(bt, key, value);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	/* Levels 0 .. need - 1 split; a split root needs a new root above it. */
+	for (need = zero; need < bt->height && need < BT_MAX_HEIGHT && can_loop; need++)
+		if (bt->path[need].node->nr < BT_MAX_KEYS)
+			break;
+	if (need == bt->height)
+		need++;
+	if (need > BT_MAX_HEIGHT) {
+		arena_stderr("bt_insert: tree %llx would grow past BT_MAX_HEIGHT", (u64)bt);
+		return -E2BIG;
+	}
+	for (l = zero; l < need && l <= BT_MAX_HEIGHT && can_loop; l++) {
+		n = node_new(l);
+		if (!n) {
+			free_spares(bt, l);
+			arena_stderr("bt_insert: out of memory for key %llu", key);
+			return -ENOMEM;
+		}
+		bt->spare[l] = n;
+	}
+	return __bt_split(bt, key, value, need);
+}
+
 __weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, bool update)
 {
 	btnode_t *leaf, *bad = NULL;
 	u32 pos;
-	u64 addr;
 	int ret;
 
 	CHECK_TREE("bt_insert", bt);
 	if (!bt->root) {
-		addr = __bt_node_new(0);
-		if (!addr) {
+		leaf = node_new(0);
+		if (!leaf) {
 			arena_stderr("bt_insert: out of memory for key %llu", key);
 			return -ENOMEM;
 		}
-		leaf = (btnode_t *)addr;
 		leaf->keys[0] = key;
 		leaf->values[0] = value;
 		leaf->nr = 1;
@@ -480,7 +507,7 @@ __weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, b
 	if (leaf->nr < BT_MAX_KEYS)
 		ret = put(leaf, pos, key, value);
 	else
-		ret = __bt_insert_full(bt, key, value);
+		ret = insert_full(bt, key, value);
 	if (ret == -EUCLEAN)
 		return DAMAGED("bt_insert", bt, leaf);
 	if (ret)
@@ -493,8 +520,9 @@ __weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, b
 /*
  * Node n at level l (path[l]) holds one key too few; its parent is path[l + 1]. Borrow a
  * pair from the neighbour (1: done), or merge the two into the left one (0: the parent
- * lost a key and may be short now). left and right are adjacent children of parent,
- * sep the index of the key between them.
+ * lost a key and may be short now; the emptied right node goes to bt->spare[l] for the
+ * caller to free). left and right are adjacent children of parent, sep the index of the
+ * key between them.
  */
 __weak int __bt_fix_short(struct btree __arena *bt __arg_arena, u32 l)
 {
@@ -567,12 +595,15 @@ __weak int __bt_fix_short(struct btree __arena *bt __arg_arena, u32 l)
 	left->nr = ln + rn;
 	if (__bt_shift(parent, sep + 1, -1))
 		return -EUCLEAN;
-	arena_free(right);
+	bt->spare[l] = right;
 	bt->nr_nodes--;
 	return 0;
 }
 
-/* Remove the pair at path[0] and rebalance on the way up. */
+/*
+ * Remove the pair at path[0] and rebalance on the way up. Returns how many nodes it
+ * took out of the tree, parked in bt->spare[] for the caller to free, or -EUCLEAN.
+ */
 __weak int __bt_erase(struct btree __arena *bt __arg_arena)
 {
 	btnode_t *n = bt->path[0].node;
@@ -588,19 +619,30 @@ __weak int __bt_erase(struct btree __arena *bt __arg_arena)
 		if (l == height - 1) {
 			/* The root: an empty leaf goes, an inner root with one child gives way. */
 			if (n->nr)
-				break;
+				return l;
 			bt->root = l ? n->children[0] : NULL;
 			bt->height = l;
 			bt->nr_nodes--;
-			arena_free(n);
-			break;
+			bt->spare[l] = n;
+			return l + 1;
 		}
 		if (n->nr >= BT_MIN_KEYS)
-			break;
+			return l;
 		ret = __bt_fix_short(bt, l);
 		if (ret)
-			return ret < 0 ? ret : 0;
+			return ret < 0 ? ret : l;
 	}
+	return -EUCLEAN;
+}
+
+/* Erase path[0] and free what left the tree. */
+static __always_inline int erase(btree_t *bt)
+{
+	int nr = __bt_erase(bt);
+
+	if (nr < 0)
+		return nr;
+	free_spares(bt, nr);
 	return 0;
 }
 
@@ -618,7 +660,7 @@ __weak int bt_remove(struct btree __arena *bt __arg_arena, u64 key)
 	pos = bt->path[0].idx;
 	if (pos >= leaf->nr || leaf->keys[pos] != key)
 		return -ENOENT;
-	if (__bt_erase(bt))
+	if (erase(bt))
 		return DAMAGED("bt_remove", bt, leaf);
 	return 0;
 }
@@ -663,7 +705,7 @@ static __always_inline int pop(btree_t *bt, int dir, u64 *key, u64 *value, const
 		*key = leaf->keys[pos];
 	if (value)
 		*value = leaf->values[pos];
-	if (__bt_erase(bt))
+	if (erase(bt))
 		return DAMAGED(fn, bt, leaf);
 	return 0;
 }
@@ -790,12 +832,14 @@ static __always_inline int edge(btree_t *bt, int dir, struct bt_cursor *c, const
 __weak int bt_first(struct btree __arena *bt __arg_arena, struct bt_cursor *c)
 {
 	CHECK_TREE("bt_first", bt);
+	CHECK_CURSOR("bt_first", c);
 	return edge(bt, 0, c, "bt_first");
 }
 
 __weak int bt_last(struct btree __arena *bt __arg_arena, struct bt_cursor *c)
 {
 	CHECK_TREE("bt_last", bt);
+	CHECK_CURSOR("bt_last", c);
 	return edge(bt, 1, c, "bt_last");
 }
 
@@ -815,12 +859,14 @@ static __always_inline int bound(btree_t *bt, u64 key, bool strict, struct bt_cu
 __weak int bt_lower_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c)
 {
 	CHECK_TREE("bt_lower_bound", bt);
+	CHECK_CURSOR("bt_lower_bound", c);
 	return bound(bt, key, false, c, "bt_lower_bound");
 }
 
 __weak int bt_upper_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c)
 {
 	CHECK_TREE("bt_upper_bound", bt);
+	CHECK_CURSOR("bt_upper_bound", c);
 	return bound(bt, key, true, c, "bt_upper_bound");
 }
 
@@ -830,10 +876,14 @@ __weak int bt_upper_bound(struct btree __arena *bt __arg_arena, u64 key, struct 
  */
 static __always_inline int step(struct bt_cursor *c, int dir, const char *fn)
 {
-	btree_t *bt = c->bt;
-	btnode_t *leaf = c->leaf, *bad = NULL;
-	u32 idx = c->idx;
+	btnode_t *leaf, *bad = NULL;
+	btree_t *bt;
+	u32 idx;
 
+	CHECK_CURSOR(fn, c);
+	bt = c->bt;
+	leaf = c->leaf;
+	idx = c->idx;
 	CHECK_TREE(fn, bt);
 	if (!leaf)
 		return -ENOENT;
@@ -890,6 +940,20 @@ static __always_inline int dfs_down(btree_t *bt, u32 *lp)
 	bt->path[l - 1].hi = i < n->nr ? n->keys[i] : bt->path[l].hi;
 	*lp = l - 1;
 	return 1;
+}
+
+/*
+ * One level up. The level comes back opaque: a level the verifier knows (0 after
+ * dfs_down's "!l") would count up by one per pass, precise, and no state would prune.
+ */
+static __always_inline u32 up(u32 *lp)
+{
+	u32 l = *lp + 1;
+
+	if (l > BT_MAX_HEIGHT)
+		l = BT_MAX_HEIGHT;
+	*lp = l | zero;
+	return *lp;
 }
 
 static __always_inline void dfs_start(btree_t *bt)
@@ -949,7 +1013,7 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		/* Done below path[l]: free it and go up. */
 		arena_free(bt->path[l].node);
 		bt->nr_nodes--;
-		if (++l >= height) {
+		if (up(&l) >= height) {
 			bt->root = NULL;
 			break;
 		}
@@ -997,21 +1061,25 @@ __weak int __bt_check_node(struct btree __arena *bt __arg_arena, u32 l)
 		return BT_OVERFULL;
 	if (!nr || (nr < BT_MIN_KEYS && l != bt->height - 1))
 		return BT_UNDERFULL;
-	for (i = zero; i < nr && can_loop; i++) {
+	/*
+	 * Indexes start opaque: a test the verifier can decide from an index's range (i != 0,
+	 * i < BT_SLOTS) marks it precise, and a precise counter never prunes.
+	 */
+	prev = n->keys[0];
+	if (((flags & BT_HAS_LO) && prev < lo) || ((flags & BT_HAS_HI) && prev >= hi))
+		return prev < lo ? BT_BELOW : BT_ABOVE;
+	for (i = zero + 1; i < nr && can_loop; i++) {
 		k = n->keys[i];
-		if (i && k <= prev)
+		if (k <= prev)
 			return BT_ORDER;
-		if ((flags & BT_HAS_LO) && k < lo)
-			return BT_BELOW;
 		if ((flags & BT_HAS_HI) && k >= hi)
 			return BT_ABOVE;
-		if (l && !n->children[i])
-			return BT_MISSING;
 		prev = k;
 	}
-	if (l && !n->children[nr])
-		return BT_MISSING;
-	for (i = nr; i < BT_SLOTS && can_loop; i++)
+	for (i = zero; l && i <= nr && can_loop; i++)
+		if (!n->children[i])
+			return BT_MISSING;
+	for (i = nr | zero; i < BT_SLOTS && can_loop; i++)
 		if (n->keys[i] != BT_SENTINEL)
 			return BT_SENTINELS;
 	return BT_OK;
@@ -1078,7 +1146,7 @@ __weak int bt_integrity_check(struct btree __arena *bt __arg_arena)
 			}
 		}
 		down = dfs_down(bt, &l);
-		if (!down && ++l >= height) {
+		if (!down && up(&l) >= height) {
 			n = NULL;
 			break;
 		}
@@ -1122,7 +1190,7 @@ __weak int bt_print(struct btree __arena *bt __arg_arena)
 			shown++;
 		}
 		down = dfs_down(bt, &l);
-		if (!down && ++l >= height)
+		if (!down && up(&l) >= height)
 			return 0;
 	}
 	arena_stdout("  ... %llu nodes not shown", bt->nr_nodes - shown);

@@ -433,6 +433,11 @@ static void run_object(const char *path)
 		report(obj, "open", -1, why, 0);
 		return;
 	}
+	/* A debugging aid: load only the programs whose name has this in it. */
+	if (getenv("LIBARENA_LOAD_ONLY"))
+		bpf_object__for_each_program(prog, o)
+			bpf_program__set_autoload(prog, !!strstr(bpf_program__name(prog),
+								getenv("LIBARENA_LOAD_ONLY")));
 	err = bpf_object__load(o);
 	const char *msgs = captured_libbpf();
 

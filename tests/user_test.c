@@ -25,7 +25,7 @@ struct log_lines_args {
 };
 
 static struct bpf_object *obj;
-static const char *buddy_path, *bitmap_path, *heap_path;
+static const char *buddy_path, *bitmap_path, *heap_path, *btree_path;
 static struct bpf_program *log_lines;
 static struct arena_log *ring;
 
@@ -542,11 +542,28 @@ static int test_heap_program_types(void)
 	return 0;
 }
 
+/* The B-tree from a non-sleepable program: an XDP test run, a thousand times. */
+static int test_btree_from_xdp(void)
+{
+	struct bpf_object *o;
+	int ret = -1;
+
+	o = bpf_object__open_file(btree_path, NULL);
+	CHECK(o && !bpf_object__load(o), "cannot load %s", btree_path);
+	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "btree_xdp_setup"), NULL,
+				0, &ret) == 0 && ret == 0, "setup: %d", ret);
+	CHECK(run_packet_prog(o, "btree_xdp", 1000, &ret) == 0 && ret == XDP_PASS, "xdp %d", ret);
+	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "btree_xdp_check"), NULL,
+				0, &ret) == 0 && ret == 0, "the tree after 1000 XDP runs: %d", ret);
+	bpf_object__close(o);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
+	if (argc != 6) {
 		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP "
-			"(objects)\n");
+			"TEST_BTREE (objects)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -566,6 +583,7 @@ int main(int argc, char **argv)
 	buddy_path = argv[2];
 	bitmap_path = argv[3];
 	heap_path = argv[4];
+	btree_path = argv[5];
 	host_run("user", "get_info", test_get_info);
 	host_run("user", "log_order_and_content", test_order_and_content);
 	host_run("user", "log_long_lines", test_long_lines);
@@ -578,5 +596,6 @@ int main(int argc, char **argv)
 	host_run("user", "buddy_stats", test_buddy_stats);
 	host_run("user", "bitmap_print", test_bitmap_print);
 	host_run("user", "heap_program_types", test_heap_program_types);
+	host_run("user", "btree_from_xdp", test_btree_from_xdp);
 	return host_summary();
 }
