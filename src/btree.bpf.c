@@ -31,6 +31,27 @@
 #include <libarena/btree.h>
 #include <libarena/heap.h>
 
+/*
+ * The sanitizer build checks the tree node by node instead of access by access: its
+ * checks on every key and slot multiply the verifier's work past its budget. Every node
+ * a call touches is checked whole (BT_ASAN_CHECK) when the call reaches it: from the
+ * root, along the leaf links, or as a neighbour through its parent; and the tree when a
+ * call starts. A node in use is one arena_malloc block of BT_NODE_SIZE bytes, so a use
+ * after free or a pointer into something else is caught just the same.
+ */
+#ifdef LIBARENA_ASAN
+#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
+			     apply_to = function)
+#define BT_ASAN_CHECK(p, size)	asan_check_range((u64)(p), size, 0)
+#else
+#define BT_ASAN_CHECK(p, size)	do { } while (0)
+#endif
+#define CHECK_NODE(n)								\
+	do {									\
+		if (n)								\
+			BT_ASAN_CHECK(n, BT_NODE_SIZE);				\
+	} while (0)
+
 typedef struct bt_node __arena btnode_t;
 typedef struct btree __arena btree_t;
 
@@ -44,6 +65,8 @@ _Static_assert(2 * BT_MIN_KEYS <= BT_MAX_KEYS, "two nodes one short of the minim
 #define CHECK_TREE(fn, bt)							\
 	do {									\
 		arena_subprog_init();						\
+		if (bt)								\
+			BT_ASAN_CHECK(bt, sizeof(struct btree));		\
 		if (!(bt) || (bt)->magic != BT_MAGIC) {				\
 			arena_stderr("%s: %llx is not a live tree", fn, (u64)(bt)); \
 			return -EINVAL;						\
@@ -106,6 +129,7 @@ static __always_inline u32 search(btnode_t *n, u64 key, bool le)
 /* A node a walk may enter at level l: present, at that level, not overfull. */
 static __always_inline bool node_ok(btnode_t *n, u32 l)
 {
+	CHECK_NODE(n);
 	return n && n->level == l && n->nr <= BT_MAX_KEYS;
 }
 
@@ -732,7 +756,7 @@ __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 		    struct bt_pair __arena *out __arg_arena, u32 max)
 {
 	btnode_t *leaf, *bad = NULL;
-	u32 i = 0, pos, nr;
+	u32 i = zero, pos, nr;
 	bool seen = false;
 	u64 k = 0;
 
@@ -1054,6 +1078,7 @@ __weak int __bt_check_node(struct btree __arena *bt __arg_arena, u32 l)
 
 	if (!n)
 		return BT_MISSING;
+	CHECK_NODE(n);
 	if (n->level != l)
 		return BT_LEVEL;
 	nr = n->nr;
@@ -1102,7 +1127,8 @@ static __always_inline const char *fault_name(int f)
 __weak int bt_integrity_check(struct btree __arena *bt __arg_arena)
 {
 	btnode_t *n = NULL, *prev_leaf = NULL;
-	u64 nodes = 0, keys = 0;
+	/* Counters start opaque: a known count is a new state on every pass. */
+	u64 nodes = zero, keys = zero;
 	const char *what = NULL;
 	u32 l, height;
 	int fault, down = 1;
@@ -1168,7 +1194,7 @@ out:
 
 __weak int bt_print(struct btree __arena *bt __arg_arena)
 {
-	u32 l, height, shown = 0;
+	u32 l, height, shown = zero;
 	btnode_t *n;
 	int down = 1;
 
@@ -1196,3 +1222,7 @@ __weak int bt_print(struct btree __arena *bt __arg_arena)
 	arena_stdout("  ... %llu nodes not shown", bt->nr_nodes - shown);
 	return 0;
 }
+
+#ifdef LIBARENA_ASAN
+#pragma clang attribute pop
+#endif

@@ -31,8 +31,9 @@
  *                                  sentinels, levels, leaf links, key and node counts
  *
  * Cursors walk the keys in order. A cursor lives wherever the caller likes (the BPF
- * stack: zero it first, the verifier wants initialised memory) and holds the pair it
- * stands on in c->key and c->value:
+ * stack will do: the calls that start a walk fill it in, and a privileged loader's
+ * verifier passes uninitialised stack) and holds the pair it stands on in c->key and
+ * c->value:
  *
  *   bt_first(bt, &c), bt_last(bt, &c)         the least / greatest pair
  *   bt_lower_bound(bt, key, &c)               the first pair with a key >= key
