@@ -17,7 +17,9 @@
 #   make vm-test   the VM tests only
 #   make bench     the allocator benchmark, in the VM (figures, not pass/fail), and
 #                  again in the sanitizer build with the ratio (clang 22); plots the
-#                  figures into build/bench.svg (gnuplot)
+#                  figures into build/bench.svg (gnuplot); then the ordered maps
+#                  (B-tree, red-black tree, hash map) side by side
+#   make bench-btree-nodes   the B-tree's benchmark for each node size, 256 B to 4 KiB
 #   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner | print-lib
 #
 # Which kernel and compiler (a "cell" of the test matrix):
@@ -111,6 +113,18 @@ bench: lib
 	@rm -f $(OUT)/bench.dat
 	@$(VM) -w $(OUT) -- env BENCH_DATA=$(OUT)/bench.dat scripts/asan-bench $(OUT)
 	@scripts/bench-plot $(OUT)/bench.dat $(OUT)/bench.svg
+	@echo; echo "== ordered maps"
+	@$(VM) -- $(OUT)/bench/bench_trees $(OUT)/bench/bench_trees.bpf.o
+
+# The B-tree's node size, measured: its benchmark on nodes of 256 bytes to 4 KiB (the
+# library built once per size, BT_SEARCH_STEPS 4..8), all in one boot.
+BTREE_NODES := $(OUT)/btree-nodes
+bench-btree-nodes: lib
+	@for k in 4 5 6 7 8; do \
+		$(LIBMAKE) OUTPUT=$(BTREE_NODES)/$$k EXTRA_BPF_CFLAGS=-DBT_SEARCH_STEPS=$$k bench \
+			|| exit 1; \
+	done
+	@$(VM) -- scripts/btree-node-sizes $(BTREE_NODES)
 
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 print-user-libs print-lib:
@@ -123,6 +137,6 @@ clean:
 	rm -rf $(BUILD)
 
 .NOTPARALLEL:
-.PHONY: all deps kernel patches tree lib host-test vm-test test run bench clean \
+.PHONY: all deps kernel patches tree lib host-test vm-test test run bench bench-btree-nodes clean \
 	print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 	print-user-libs print-lib print-build

@@ -752,13 +752,34 @@ static __always_inline bool leaf_ok(btnode_t *n)
 	return node_ok(n, 0) && n->nr;
 }
 
+/* Copy cnt pairs of leaf from pos into out[at]: bt_range's inner loop. */
+__weak int __bt_copy_out(struct bt_pair __arena *out __arg_arena, u32 at,
+			 struct bt_node __arena *leaf __arg_arena, u32 pos, u32 cnt)
+{
+	u64 __arena *k = &leaf->keys[pos], *v = &leaf->values[pos];
+	struct bt_pair __arena *o = &out[at];
+	u32 j;
+
+	if (pos + cnt > BT_MAX_KEYS)
+		return -EUCLEAN;
+	for (j = zero; j < cnt && can_loop; j++) {
+		o[j].key = k[j];
+		o[j].value = v[j];
+	}
+	return 0;
+}
+
+/*
+ * A leaf at a time: what of it lies in range is found by its last key (all of it) or
+ * one search (the end of the range), then copied in one loop.
+ */
 __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 		    struct bt_pair __arena *out __arg_arena, u32 max)
 {
 	btnode_t *leaf, *bad = NULL;
-	u32 i = zero, pos, nr;
-	bool seen = false;
-	u64 k = 0;
+	u32 i = zero, pos, nr, cnt;
+	bool end = false;
+	u64 last;
 
 	CHECK_TREE("bt_range", bt);
 	if (!bt->root || lo > hi)
@@ -767,34 +788,32 @@ __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 	if (!leaf)
 		return DAMAGED("bt_range", bt, bad);
 	pos = search(leaf, lo, false);
-	while (i < max && can_loop) {
+	while (i < max && !end && can_loop) {
 		nr = leaf->nr;
 		if (pos >= nr) {
+			last = leaf->keys[nr - 1];
 			leaf = leaf->next;
 			if (!leaf)
 				break;
 			/* Keys ascend along the chain, so a cycle ends at a smaller key. */
-			if (!leaf_ok(leaf) || (seen && leaf->keys[0] <= k))
+			if (!leaf_ok(leaf) || leaf->keys[0] <= last)
 				return DAMAGED("bt_range", bt, leaf);
 			pos = 0;
 			continue;
 		}
-		k = leaf->keys[pos];
-		seen = true;
-		if (k > hi)
-			break;
-		if (out) {
-			out[i].key = k;
-			out[i].value = leaf->values[pos];
-		} else if (leaf->keys[nr - 1] <= hi && nr - pos <= max - i) {
-			/* Counting only: the rest of this leaf at once. */
-			i += nr - pos;
-			k = leaf->keys[nr - 1];
-			pos = nr;
-			continue;
+		cnt = nr - pos;
+		if (cnt > max - i)
+			cnt = max - i;
+		if (leaf->keys[pos + cnt - 1] > hi) {
+			/* The range ends in here. */
+			nr = search(leaf, hi, true);
+			cnt = nr > pos ? nr - pos : 0;
+			end = true;
 		}
-		i++;
-		pos++;
+		if (out && cnt && __bt_copy_out(out, i, leaf, pos, cnt))
+			return DAMAGED("bt_range", bt, leaf);
+		i += cnt;
+		pos += cnt;
 	}
 	return i;
 }
@@ -895,11 +914,13 @@ __weak int bt_upper_bound(struct btree __arena *bt __arg_arena, u64 key, struct 
 }
 
 /*
- * A step from the cursor's pair. If the tree changed since the cursor stood there, the
+ * A step from the cursor's pair (bt_next and bt_prev in the header take the steps that
+ * stay in the leaf themselves). If the tree changed since the cursor stood there, the
  * pair may have moved or gone: find the place again from its key.
  */
-static __always_inline int step(struct bt_cursor *c, int dir, const char *fn)
+__weak int bt_cursor_step(struct bt_cursor *c, int dir)
 {
+	const char *fn = dir ? "bt_next" : "bt_prev";
 	btnode_t *leaf, *bad = NULL;
 	btree_t *bt;
 	u32 idx;
@@ -924,16 +945,6 @@ static __always_inline int step(struct bt_cursor *c, int dir, const char *fn)
 	if (!leaf_ok(leaf) || idx >= leaf->nr)
 		return DAMAGED(fn, bt, leaf);
 	return dir ? stand_at(c, bt, leaf, idx + 1, fn) : stand_before(c, bt, leaf, idx, fn);
-}
-
-__weak int bt_next(struct bt_cursor *c)
-{
-	return step(c, 1, "bt_next");
-}
-
-__weak int bt_prev(struct bt_cursor *c)
-{
-	return step(c, 0, "bt_prev");
 }
 
 /*

@@ -550,6 +550,7 @@ static int test_btree_from_xdp(void)
 
 	o = bpf_object__open_file(btree_path, NULL);
 	CHECK(o && !bpf_object__load(o), "cannot load %s", btree_path);
+	CHECK(libarena_heap_refill(o, NULL) == 0, "");
 	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "btree_xdp_setup"), NULL,
 				0, &ret) == 0 && ret == 0, "setup: %d", ret);
 	CHECK(run_packet_prog(o, "btree_xdp", 1000, &ret) == 0 && ret == XDP_PASS, "xdp %d", ret);

@@ -157,8 +157,43 @@ int bt_first(struct btree __arena *bt __arg_arena, struct bt_cursor *c);
 int bt_last(struct btree __arena *bt __arg_arena, struct bt_cursor *c);
 int bt_lower_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c);
 int bt_upper_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c);
-int bt_next(struct bt_cursor *c);
-int bt_prev(struct bt_cursor *c);
+int bt_cursor_step(struct bt_cursor *c, int dir);
+
+/*
+ * bt_next and bt_prev: a step within the cursor's leaf runs inline in the caller (a scan
+ * then costs a few loads per pair); crossing to another leaf, a changed tree and every
+ * error go to bt_cursor_step().
+ */
+static __always_inline int bt_next(struct bt_cursor *c)
+{
+	struct bt_node __arena *leaf = c->leaf;
+	struct btree __arena *bt = c->bt;
+	u32 idx = c->idx + 1;
+
+	if (leaf && bt && bt->magic == BT_MAGIC && bt->gen == c->gen && idx < leaf->nr) {
+		c->idx = idx;
+		c->key = leaf->keys[idx];
+		c->value = leaf->values[idx];
+		return 0;
+	}
+	return bt_cursor_step(c, 1);
+}
+
+static __always_inline int bt_prev(struct bt_cursor *c)
+{
+	struct bt_node __arena *leaf = c->leaf;
+	struct btree __arena *bt = c->bt;
+	u32 idx = c->idx;
+
+	if (leaf && bt && bt->magic == BT_MAGIC && bt->gen == c->gen && idx &&
+	    idx <= leaf->nr) {
+		c->idx = --idx;
+		c->key = leaf->keys[idx];
+		c->value = leaf->values[idx];
+		return 0;
+	}
+	return bt_cursor_step(c, 0);
+}
 
 static __always_inline struct btree __arena *bt_create(void)
 {
