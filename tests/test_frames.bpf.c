@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The call depth that heap.h and buddy.h state (ARENA_ALLOC_FRAMES and friends), shown to
- * the verifier: each program calls the allocator from the deepest frame those figures
- * leave, with the stack of its chain filled to what they leave but for a margin for the
+ * The call depth that heap.h, buddy.h and btree.h state (ARENA_ALLOC_FRAMES and friends),
+ * shown to the verifier: each program calls the allocator (or the B-tree) from the
+ * deepest frame those figures leave, with the stack of its chain filled to what they leave but for a margin for the
  * compiler's own spills. If the library grows deeper or bigger than it says, this object
  * no longer loads. scripts/frame-budget checks the same figures against the objects.
  */
 #include <libarena/common.h>
+#include <libarena/btree.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
@@ -140,5 +141,40 @@ int test_frames_buddy(struct arena_test_ctx *ctx)
 		ARENA_ASSERT_EQ(buddy_init(&frames_buddy), 0);
 	ARENA_ASSERT_EQ(CAT(buddy, BUDDY_LEVELS)(), 0);
 	ARENA_ASSERT_EQ(buddy_destroy(&frames_buddy), 0);
+	return 0;
+}
+
+/* The B-tree: splits down to the allocator, merges and frees on the way back. */
+#define BT_LEVELS	LEVELS_OF(BT_CALL_FRAMES)
+#define BT_PAD		PAD_OF(BT_LEVELS, BT_CALL_STACK)
+
+static __noinline int bt1(void)
+{
+	struct btree __arena *bt;
+	u64 k, v = 0;
+	int err = 0;
+	STACK_PAD(BT_PAD);
+
+	bt = bt_create();
+	if (!bt)
+		return -ENOMEM;
+	for (k = zero; k < 200 && !err && can_loop; k++)
+		err = bt_insert(bt, k * 7 % 211, k, false);
+	if (!err && (bt_find(bt, 7, &v) || v != 1))
+		err = -ENOENT;
+	for (k = zero; k < 100 && !err && can_loop; k++)
+		err = bt_remove(bt, k * 7 % 211);
+	if (!err)
+		err = bt_pop_first(bt, &k, &v) ?: bt_pop_last(bt, &k, &v);
+	return bt_destroy(bt) ?: err;
+}
+CHAIN(bt, BT_PAD)
+
+SEC("syscall")
+int test_frames_btree(struct arena_test_ctx *ctx)
+{
+	STACK_PAD(BT_PAD);
+
+	ARENA_ASSERT_EQ(CAT(bt, BT_LEVELS)(), 0);
 	return 0;
 }
