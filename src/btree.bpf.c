@@ -209,23 +209,47 @@ static __always_inline btnode_t *descend_edge(btree_t *bt, int dir, btnode_t **b
  */
 __weak int __bt_shift(struct bt_node __arena *n __arg_arena, u32 from, int delta)
 {
-	u64 __arena *k = n->keys, *s = slots(n);
-	u32 nr = n->nr, i;
+	u64 __arena *k = n->keys, *s = slots(n), *dk, *ds;
+	u32 nr = n->nr, i, cnt;
 
 	if (from > nr || (int)nr + delta > (int)BT_MAX_KEYS || (int)from + delta < 0)
 		return -EUCLEAN;
+	/* Four pairs a round: the loop's own work is most of a pair's cost. */
+	cnt = nr - from;
 	if (delta > 0) {
-		for (i = nr; i > from && can_loop; i--) {
-			k[i - 1 + delta] = k[i - 1];
-			s[i - 1 + delta] = s[i - 1];
+		k += nr;
+		s += nr;
+		dk = k + delta;
+		ds = s + delta;
+		for (i = cnt / 4; i && can_loop; i--) {
+			k -= 4, s -= 4, dk -= 4, ds -= 4;
+			dk[3] = k[3], ds[3] = s[3];
+			dk[2] = k[2], ds[2] = s[2];
+			dk[1] = k[1], ds[1] = s[1];
+			dk[0] = k[0], ds[0] = s[0];
+		}
+		for (i = cnt % 4; i && can_loop; i--) {
+			k--, s--, dk--, ds--;
+			dk[0] = k[0], ds[0] = s[0];
 		}
 	} else if (delta < 0) {
-		for (i = from; i < nr && can_loop; i++) {
-			k[i + delta] = k[i];
-			s[i + delta] = s[i];
+		k += from;
+		s += from;
+		dk = k + delta;
+		ds = s + delta;
+		for (i = cnt / 4; i && can_loop; i--) {
+			dk[0] = k[0], ds[0] = s[0];
+			dk[1] = k[1], ds[1] = s[1];
+			dk[2] = k[2], ds[2] = s[2];
+			dk[3] = k[3], ds[3] = s[3];
+			k += 4, s += 4, dk += 4, ds += 4;
+		}
+		for (i = cnt % 4; i && can_loop; i--) {
+			dk[0] = k[0], ds[0] = s[0];
+			k++, s++, dk++, ds++;
 		}
 		for (i = nr + delta; i < nr && can_loop; i++)
-			k[i] = BT_SENTINEL;
+			n->keys[i] = BT_SENTINEL;
 	}
 	n->nr = nr + delta;
 	return 0;
