@@ -133,13 +133,24 @@ static __always_inline bool node_ok(btnode_t *n, u32 l)
 	return n && n->level == l && n->nr <= BT_MAX_KEYS;
 }
 
+/* Where a descent goes (a constant: each caller's copy keeps only its own case). */
+enum bt_way {
+	BT_LOOKUP,	/* to key's leaf */
+	BT_PATH,	/* the same, recording the path */
+	BT_FIRST,	/* to the first leaf, recording the path */
+	BT_LAST,	/* to the last leaf, recording the path */
+};
+
 /*
- * The leaf where key belongs, or NULL (*bad: the node at fault) for a damaged tree.
- * With record, bt->path[l] holds each node and the child it took, and path[0] the leaf
- * and the number of its keys below key. The tree is not empty.
+ * The leaf where key belongs (or the first or last one), or NULL (*bad: the node at
+ * fault) for a damaged tree. Recording, bt->path[l] holds each node and the child it
+ * took, and path[0] the leaf and the number of its keys below key (its first or last
+ * key's index). The tree is not empty.
  */
-static __always_inline btnode_t *descend(btree_t *bt, u64 key, bool record, btnode_t **bad)
+static __always_inline btnode_t *descend(btree_t *bt, u64 key, enum bt_way way,
+					 btnode_t **bad)
 {
+	bool record = way != BT_LOOKUP;
 	btnode_t *n = bt->root;
 	u32 l = bt->height, i;
 
@@ -152,53 +163,22 @@ static __always_inline btnode_t *descend(btree_t *bt, u64 key, bool record, btno
 			*bad = n;
 			return NULL;
 		}
-		i = search(n, key, true);
+		i = way == BT_FIRST ? 0 : way == BT_LAST ? n->nr : search(n, key, true);
 		if (record) {
 			bt->path[l - 1].node = n;
 			bt->path[l - 1].idx = i;
 		}
 		n = n->children[i];
 	}
-	if (l != 1 || !node_ok(n, 0)) {
+	if (l != 1 || !node_ok(n, 0) || (way >= BT_FIRST && !n->nr)) {
 		*bad = n;
 		return NULL;
 	}
 	if (record) {
 		bt->path[0].node = n;
-		bt->path[0].idx = search(n, key, false);
+		bt->path[0].idx = way == BT_FIRST ? 0 : way == BT_LAST ? n->nr - 1 :
+				  search(n, key, false);
 	}
-	return n;
-}
-
-/*
- * The first (dir 0) or last (dir 1) leaf, path recorded: inner nodes took their first
- * or last child, and path[0].idx is 0 or the leaf's last key. NULL for a damaged tree.
- */
-static __always_inline btnode_t *descend_edge(btree_t *bt, int dir, btnode_t **bad)
-{
-	btnode_t *n = bt->root;
-	u32 l = bt->height, i;
-
-	if (l > BT_MAX_HEIGHT || !l) {
-		*bad = n;
-		return NULL;
-	}
-	for (; l > 1 && can_loop; l--) {
-		if (!node_ok(n, l - 1)) {
-			*bad = n;
-			return NULL;
-		}
-		i = dir ? n->nr : 0;
-		bt->path[l - 1].node = n;
-		bt->path[l - 1].idx = i;
-		n = n->children[i];
-	}
-	if (l != 1 || !node_ok(n, 0) || !n->nr) {
-		*bad = n;
-		return NULL;
-	}
-	bt->path[0].node = n;
-	bt->path[0].idx = dir ? n->nr - 1 : 0;
 	return n;
 }
 
@@ -542,7 +522,7 @@ __weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, b
 		bt->gen++;
 		return 0;
 	}
-	leaf = descend(bt, key, true, &bad);
+	leaf = descend(bt, key, BT_PATH, &bad);
 	if (!leaf)
 		return DAMAGED("bt_insert", bt, bad);
 	pos = bt->path[0].idx;
@@ -702,7 +682,7 @@ __weak int bt_remove(struct btree __arena *bt __arg_arena, u64 key)
 	CHECK_TREE("bt_remove", bt);
 	if (!bt->root)
 		return -ENOENT;
-	leaf = descend(bt, key, true, &bad);
+	leaf = descend(bt, key, BT_PATH, &bad);
 	if (!leaf)
 		return DAMAGED("bt_remove", bt, bad);
 	pos = bt->path[0].idx;
@@ -721,7 +701,7 @@ __weak int bt_find(struct btree __arena *bt __arg_arena, u64 key, u64 *value)
 	CHECK_TREE("bt_find", bt);
 	if (!bt->root)
 		return -ENOENT;
-	leaf = descend(bt, key, false, &bad);
+	leaf = descend(bt, key, BT_LOOKUP, &bad);
 	if (!leaf)
 		return DAMAGED("bt_find", bt, bad);
 	pos = search(leaf, key, false);
@@ -745,7 +725,7 @@ static __always_inline int pop(btree_t *bt, int dir, u64 *key, u64 *value, const
 
 	if (!bt->root)
 		return -ENOENT;
-	leaf = descend_edge(bt, dir, &bad);
+	leaf = descend(bt, 0, dir ? BT_LAST : BT_FIRST, &bad);
 	if (!leaf)
 		return DAMAGED(fn, bt, bad);
 	pos = bt->path[0].idx;
@@ -808,7 +788,7 @@ __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 	CHECK_TREE("bt_range", bt);
 	if (!bt->root || lo > hi)
 		return 0;
-	leaf = descend(bt, lo, false, &bad);
+	leaf = descend(bt, lo, BT_LOOKUP, &bad);
 	if (!leaf)
 		return DAMAGED("bt_range", bt, bad);
 	pos = search(leaf, lo, false);
@@ -890,7 +870,7 @@ static __always_inline int edge(btree_t *bt, int dir, struct bt_cursor *c, const
 
 	if (!bt->root)
 		return stand(c, bt, NULL, 0);
-	leaf = descend_edge(bt, dir, &bad);
+	leaf = descend(bt, 0, dir ? BT_LAST : BT_FIRST, &bad);
 	if (!leaf)
 		return DAMAGED(fn, bt, bad);
 	return stand(c, bt, leaf, bt->path[0].idx);
@@ -917,7 +897,7 @@ static __always_inline int bound(btree_t *bt, u64 key, bool strict, struct bt_cu
 
 	if (!bt->root)
 		return stand(c, bt, NULL, 0);
-	leaf = descend(bt, key, false, &bad);
+	leaf = descend(bt, key, BT_LOOKUP, &bad);
 	if (!leaf)
 		return DAMAGED(fn, bt, bad);
 	return stand_at(c, bt, leaf, search(leaf, key, strict), fn);
@@ -959,7 +939,7 @@ __weak int bt_cursor_step(struct bt_cursor *c, int dir)
 	if (c->gen != bt->gen) {
 		if (!bt->root)
 			return stand(c, bt, NULL, 0);
-		leaf = descend(bt, c->key, false, &bad);
+		leaf = descend(bt, c->key, BT_LOOKUP, &bad);
 		if (!leaf)
 			return DAMAGED(fn, bt, bad);
 		/* next: the first key above c->key; prev: the last one below it. */
