@@ -28,6 +28,7 @@ struct tree_args {
 };
 
 static struct bpf_program *prog;
+static struct arena_log *ring;
 
 static int run(u32 kind, u32 op, u32 keys, struct tree_args *a)
 {
@@ -44,10 +45,12 @@ static int run(u32 kind, u32 op, u32 keys, struct tree_args *a)
 		return -1;
 	}
 	/* A scan of the hash map is not a thing: no figure, not a failure. */
+	/* Said, and the round's figure left out: the other rounds still count. */
 	if (a->done != keys && !(kind == T_HASH && (op == TOP_SCAN || op == TOP_RANGE))) {
-		fprintf(stderr, "bench_trees: %s %s at %u keys: %llu of %u done\n",
-			kind_names[kind], op_names[op], keys, (unsigned long long)a->done, keys);
-		return -1;
+		printf("bench_trees: %s %s at %u keys: %llu of %u done (figure left out)\n",
+		       kind_names[kind], op_names[op], keys, (unsigned long long)a->done, keys);
+		libarena_log_print(ring, stdout, stdout);
+		a->done = 0;
 	}
 	return 0;
 }
@@ -74,6 +77,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	prog = bpf_object__find_program_by_name(obj, "tree_op");
+	ring = libarena_log(obj);
 	if (!prog || libarena_heap_refill(obj, NULL)) {
 		fprintf(stderr, "bench_trees: no tree_op, or arena_heap_refill failed\n");
 		return 1;
