@@ -189,6 +189,9 @@ int tree_op(struct tree_args *a)
 		return -EINVAL;
 	switch (a->op) {
 	case TOP_BUILD:
+		/* No tree of an earlier round may be used if this one is not made. */
+		bench_bt = NULL;
+		bench_rb = NULL;
 		if (kind == T_BTREE) {
 			/* Room for two-thirds full nodes, made ahead and not timed. */
 			if (arena_heap_reserve(BT_NODE_SIZE, 3 * n / (2 * BT_MAX_KEYS) + 8))
@@ -229,6 +232,8 @@ int tree_op(struct tree_args *a)
 			return -EUCLEAN;
 		if (kind == T_RBTREE && rb_destroy(bench_rb))
 			return -EUCLEAN;
+		bench_bt = NULL;
+		bench_rb = NULL;
 		break;
 	default:
 		return -EINVAL;

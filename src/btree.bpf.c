@@ -61,6 +61,7 @@ _Static_assert(2 * BT_MIN_KEYS <= BT_MAX_KEYS, "two nodes one short of the minim
 
 #define HALF		(BT_MAX_KEYS / 2)
 #define BT_DYING	0x42547964u	/* a bt_destroy returned -EAGAIN */
+#define BT_FREED_LEVEL	0xffff		/* written into a node bt_destroy frees */
 
 #define CHECK_TREE(fn, bt)							\
 	do {									\
@@ -126,11 +127,14 @@ static __always_inline u32 search(btnode_t *n, u64 key, bool le)
 	return i;
 }
 
-/* A node a walk may enter at level l: present, at that level, not overfull. */
+/*
+ * A node a walk may enter at level l: present, at that level, holding 1 to BT_MAX_KEYS
+ * keys (a node of a tree is never empty: an emptied root goes).
+ */
 static __always_inline bool node_ok(btnode_t *n, u32 l)
 {
 	CHECK_NODE(n);
-	return n && n->level == l && n->nr <= BT_MAX_KEYS;
+	return n && n->level == l && (u32)n->nr - 1 < BT_MAX_KEYS;
 }
 
 /* Where a descent goes (a constant: each caller's copy keeps only its own case). */
@@ -170,7 +174,7 @@ static __always_inline btnode_t *descend(btree_t *bt, u64 key, enum bt_way way,
 		}
 		n = n->children[i];
 	}
-	if (l != 1 || !node_ok(n, 0) || (way >= BT_FIRST && !n->nr)) {
+	if (l != 1 || !node_ok(n, 0)) {
 		*bad = n;
 		return NULL;
 	}
@@ -569,7 +573,7 @@ __weak int __bt_fix_short(struct btree __arena *bt __arg_arena, u32 l)
 		right = parent->children[1];
 		sep = 0;
 	}
-	if (!node_ok(left, l) || !node_ok(right, l))
+	if (!node_ok(left, l) || !node_ok(right, l) || left == right)
 		return -EUCLEAN;
 	ln = left->nr;
 	rn = right->nr;
@@ -750,12 +754,6 @@ __weak int bt_pop_last(struct btree __arena *bt __arg_arena, u64 *key, u64 *valu
 	return pop(bt, 1, key, value, "bt_pop_last");
 }
 
-/* A leaf a walk along the chain may enter: a leaf with keys. */
-static __always_inline bool leaf_ok(btnode_t *n)
-{
-	return node_ok(n, 0) && n->nr;
-}
-
 /* Copy cnt pairs of leaf from pos into out[at]: bt_range's inner loop. */
 __weak int __bt_copy_out(struct bt_pair __arena *out __arg_arena, u32 at,
 			 struct bt_node __arena *leaf __arg_arena, u32 pos, u32 cnt)
@@ -800,7 +798,7 @@ __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 			if (!leaf)
 				break;
 			/* Keys ascend along the chain, so a cycle ends at a smaller key. */
-			if (!leaf_ok(leaf) || leaf->keys[0] <= last)
+			if (!node_ok(leaf, 0) || leaf->keys[0] <= last)
 				return DAMAGED("bt_range", bt, leaf);
 			pos = 0;
 			continue;
@@ -845,7 +843,7 @@ static __always_inline int stand_at(struct bt_cursor *c, btree_t *bt, btnode_t *
 	if (pos >= leaf->nr) {
 		leaf = leaf->next;
 		pos = 0;
-		if (leaf && !leaf_ok(leaf))
+		if (leaf && !node_ok(leaf, 0))
 			return DAMAGED(fn, bt, leaf);
 	}
 	return stand(c, bt, leaf, pos);
@@ -857,7 +855,7 @@ static __always_inline int stand_before(struct bt_cursor *c, btree_t *bt, btnode
 {
 	if (!pos) {
 		leaf = leaf->prev;
-		if (leaf && !leaf_ok(leaf))
+		if (leaf && !node_ok(leaf, 0))
 			return DAMAGED(fn, bt, leaf);
 		pos = leaf ? leaf->nr : 0;
 	}
@@ -946,7 +944,7 @@ __weak int bt_cursor_step(struct bt_cursor *c, int dir)
 		idx = search(leaf, c->key, dir);
 		return dir ? stand_at(c, bt, leaf, idx, fn) : stand_before(c, bt, leaf, idx, fn);
 	}
-	if (!leaf_ok(leaf) || idx >= leaf->nr)
+	if (!node_ok(leaf, 0) || idx >= leaf->nr)
 		return DAMAGED(fn, bt, leaf);
 	return dir ? stand_at(c, bt, leaf, idx + 1, fn) : stand_before(c, bt, leaf, idx, fn);
 }
@@ -1028,8 +1026,8 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		bt->magic = BT_DYING;
 		first = true;
 	} else {
-		/* Again after -EAGAIN: path[depth] had its first visit. */
-		first = false;
+		/* Again after -EAGAIN: whether path[depth] still waits for its first visit. */
+		first = bt->pad;
 	}
 	l = bt->depth;
 	while (bt->root && can_loop) {
@@ -1049,8 +1047,13 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		first = dfs_down(bt, &l);
 		if (first)
 			continue;
-		/* Done below path[l]: free it and go up. */
-		arena_free(bt->path[l].node);
+		/*
+		 * Done below path[l]: free it and go up. A freed node reads as no level, so a
+		 * child that user space linked twice stops the walk instead of a double free.
+		 */
+		n = bt->path[l].node;
+		n->level = BT_FREED_LEVEL;
+		arena_free(n);
 		bt->nr_nodes--;
 		if (up(&l) >= height) {
 			bt->root = NULL;
@@ -1058,14 +1061,17 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		}
 		if (++freed >= BT_DESTROY_MAX) {
 			bt->depth = l;
+			bt->pad = false;
 			arena_stdout("bt_destroy: freed %u nodes, %llu left: call again", freed,
 				     bt->nr_nodes);
 			return -EAGAIN;
 		}
 	}
 	if (bt->root) {
+		/* The loop budget ran out first. */
 		bt->depth = l;
-		return -EAGAIN;		/* the loop budget ran out first */
+		bt->pad = first;
+		return -EAGAIN;
 	}
 	bt->magic = 0;
 	arena_free(bt);

@@ -47,7 +47,8 @@
  * Errors: a NULL or destroyed tree: -EINVAL. Every error is a negative errno with one
  * arena_stderr line, and a failed call changes nothing. A tree that user space scribbled
  * over stops a call with -EUCLEAN and a log line: walks check each node's level and
- * fill and are bounded by the height and the node count, so they always end.
+ * fill and are bounded by the height and the node count, so they always end (a change
+ * that meets the damage halfway may leave part of itself done, or nodes leaked).
  *
  * Limits: no locking, callers serialise access to one tree (the tree keeps the path of
  * the running call in its own struct). Works from any program type arena_malloc() serves,
@@ -127,7 +128,7 @@ struct btree {
 	u32 height;		/* levels: 0 when empty */
 	u32 magic;		/* BT_MAGIC from bt_create to bt_destroy */
 	u32 depth;		/* bt_destroy: where a call that returned -EAGAIN stopped */
-	u32 pad;
+	u32 pad;		/* bt_destroy: path[depth] not visited yet */
 	struct bt_step path[BT_MAX_HEIGHT];	/* indexed by level */
 	struct bt_node __arena *spare[BT_MAX_HEIGHT + 1];	/* nodes taken before a split */
 };
