@@ -127,14 +127,17 @@ static __always_inline u32 search(btnode_t *n, u64 key, bool le)
 	return i;
 }
 
-/*
- * A node a walk may enter at level l: present, at that level, holding 1 to BT_MAX_KEYS
- * keys (a node of a tree is never empty: an emptied root goes).
- */
+/* A node a walk may enter at level l: present, at that level, not overfull. */
 static __always_inline bool node_ok(btnode_t *n, u32 l)
 {
 	CHECK_NODE(n);
-	return n && n->level == l && (u32)n->nr - 1 < BT_MAX_KEYS;
+	return n && n->level == l && n->nr <= BT_MAX_KEYS;
+}
+
+/* A leaf a walk may use: one with keys (a tree's nodes never are empty). */
+static __always_inline bool leaf_ok(btnode_t *n)
+{
+	return node_ok(n, 0) && n->nr;
 }
 
 /* Where a descent goes (a constant: each caller's copy keeps only its own case). */
@@ -174,7 +177,7 @@ static __always_inline btnode_t *descend(btree_t *bt, u64 key, enum bt_way way,
 		}
 		n = n->children[i];
 	}
-	if (l != 1 || !node_ok(n, 0)) {
+	if (l != 1 || !leaf_ok(n)) {
 		*bad = n;
 		return NULL;
 	}
@@ -798,7 +801,7 @@ __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 			if (!leaf)
 				break;
 			/* Keys ascend along the chain, so a cycle ends at a smaller key. */
-			if (!node_ok(leaf, 0) || leaf->keys[0] <= last)
+			if (!leaf_ok(leaf) || leaf->keys[0] <= last)
 				return DAMAGED("bt_range", bt, leaf);
 			pos = 0;
 			continue;
@@ -843,7 +846,7 @@ static __always_inline int stand_at(struct bt_cursor *c, btree_t *bt, btnode_t *
 	if (pos >= leaf->nr) {
 		leaf = leaf->next;
 		pos = 0;
-		if (leaf && !node_ok(leaf, 0))
+		if (leaf && !leaf_ok(leaf))
 			return DAMAGED(fn, bt, leaf);
 	}
 	return stand(c, bt, leaf, pos);
@@ -855,7 +858,7 @@ static __always_inline int stand_before(struct bt_cursor *c, btree_t *bt, btnode
 {
 	if (!pos) {
 		leaf = leaf->prev;
-		if (leaf && !node_ok(leaf, 0))
+		if (leaf && !leaf_ok(leaf))
 			return DAMAGED(fn, bt, leaf);
 		pos = leaf ? leaf->nr : 0;
 	}
@@ -944,7 +947,7 @@ __weak int bt_cursor_step(struct bt_cursor *c, int dir)
 		idx = search(leaf, c->key, dir);
 		return dir ? stand_at(c, bt, leaf, idx, fn) : stand_before(c, bt, leaf, idx, fn);
 	}
-	if (!node_ok(leaf, 0) || idx >= leaf->nr)
+	if (!leaf_ok(leaf) || idx >= leaf->nr)
 		return DAMAGED(fn, bt, leaf);
 	return dir ? stand_at(c, bt, leaf, idx + 1, fn) : stand_before(c, bt, leaf, idx, fn);
 }
