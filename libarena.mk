@@ -56,7 +56,12 @@ LIB_NAMES := $(notdir $(LIB_SRCS:.bpf.c=))
 TEST_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/*.bpf.c))
 TEST_NAMES := $(notdir $(TEST_SRCS:.bpf.c=))
 EXAMPLE_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/examples/*.bpf.c))
-EXAMPLE_NAMES := $(notdir $(EXAMPLE_SRCS:.bpf.c=))
+# sched_ext schedulers (scx_*) need a kernel built with it (Debian's stock 6.12 is not)
+# and the tree's sched_ext headers: SCHED_EXT=y or empty, from the kernel's config.
+SCHED_EXT ?= $(shell grep -qs '^CONFIG_SCHED_CLASS_EXT=y' $(dir $(VMLINUX_BTF))config \
+	$(dir $(VMLINUX_BTF)).config && echo y)
+SCX_INCLUDE ?= $(KSRC)/tools/sched_ext/include
+EXAMPLE_NAMES := $(filter-out $(if $(SCHED_EXT),,scx_%),$(notdir $(EXAMPLE_SRCS:.bpf.c=)))
 USER_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/userspace/*.c))
 
 BPF_ARCH := x86
@@ -93,7 +98,14 @@ RUNNER := $(OUTPUT)/runner
 TEST_OBJS := $(TEST_NAMES:%=$(OUTPUT)/tests/%.bpf.o)
 EXAMPLE_OBJS := $(EXAMPLE_NAMES:%=$(OUTPUT)/examples/%.bpf.o)
 EXAMPLE_BINS := $(patsubst $(LIBARENA_DIR)/examples/%.c,$(OUTPUT)/examples/%, \
-	$(filter-out %.bpf.c,$(wildcard $(LIBARENA_DIR)/examples/*.c)))
+	$(filter-out %.bpf.c $(if $(SCHED_EXT),,%/scx_arena.c), \
+	$(wildcard $(LIBARENA_DIR)/examples/*.c)))
+# The tree's own scx_simple, built by the tree's own Makefile, for the scheduler demo
+# to compare with.
+EXAMPLE_BINS += $(if $(SCHED_EXT),$(if $(KSRC),$(OUTPUT)/examples/scx_simple))
+SCX_LLVM := $(or $(patsubst clang%,%,$(notdir $(CLANG))),1)
+# The sanitizer build of the schedulers: their test runs it too.
+ASAN_EXAMPLE_OBJS := $(patsubst %,$(OUTPUT)/asan/examples/%.bpf.o,$(filter scx_%,$(EXAMPLE_NAMES)))
 
 LOAD_FAIL_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/load_fail/*.bpf.c))
 LOAD_FAIL_OBJS := $(patsubst $(LIBARENA_DIR)/tests/load_fail/%.bpf.c, \
@@ -120,7 +132,7 @@ ASAN_BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/asan/bench
 all: lib $(ASAN_TARGET) tests runner examples bench
 bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees
 lib: $(LIB_OBJ) $(USER_LIB)
-asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS)
+asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS) $(ASAN_EXAMPLE_OBJS)
 asan-skip:
 	@echo "$(ASAN_TOO_OLD): not built" >&2
 tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(USER_TEST)
@@ -166,6 +178,7 @@ $(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
 BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h)
+EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
 
 $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
@@ -236,15 +249,30 @@ $(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees: $(OUTPUT)/bench/%: $(LIBARENA
 $(USER_TEST): $(LIBARENA_DIR)/tests/user_test.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
-$(OUTPUT)/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS)
+$(OUTPUT)/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS) $(EXAMPLE_HDRS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/asan/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS) $(EXAMPLE_HDRS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(ASAN_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/asan/examples/%.bpf.o: $(OUTPUT)/asan/examples/obj/%.bpf.o $(ASAN_LIB_OBJ)
+	$(Q)$(BPFTOOL) gen object $@ $^
 
 $(OUTPUT)/examples/%.bpf.o: $(OUTPUT)/examples/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
-$(OUTPUT)/examples/%: $(LIBARENA_DIR)/examples/%.c $(USER_LIB) $(LIBBPF_A)
-	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+$(OUTPUT)/examples/%: $(LIBARENA_DIR)/examples/%.c $(USER_LIB) $(LIBBPF_A) $(EXAMPLE_HDRS)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) \
+		$(USER_LIBS)
+
+$(OUTPUT)/examples/scx_simple: $(KSRC)/tools/sched_ext/scx_simple.bpf.c \
+		$(KSRC)/tools/sched_ext/scx_simple.c
+	$(Q)mkdir -p $(OUTPUT)/sched_ext
+	$(Q)$(MAKE) --no-print-directory -s -C $(KSRC)/tools/sched_ext O=$(OUTPUT)/sched_ext \
+		LLVM=$(SCX_LLVM) VMLINUX_BTF=$(VMLINUX_BTF) scx_simple >/dev/null
+	$(Q)cp $(OUTPUT)/sched_ext/build/bin/scx_simple $@
 
 $(OUTPUT)/user/%.o: $(LIBARENA_DIR)/userspace/%.c $(LIBBPF_A) \
 		$(wildcard $(LIBARENA_DIR)/include/libarena/*.h)

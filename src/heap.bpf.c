@@ -237,6 +237,29 @@ static __always_inline void chain_to_pool(struct pool_chain *c)
 }
 
 /*
+ * A walk that holds spans out of sight (the pool taken whole, a reserve being shed) is
+ * counted for its duration, so that an owner finding nothing meanwhile waits for it
+ * (pool_wait) instead of failing. Counted before the spans disappear: the
+ * exchange that takes them is fully ordered after the add.
+ */
+static __always_inline void pool_hold(void)
+{
+	atomic_add(&arena_heap_global.pool_holders, 1);
+}
+
+static __always_inline void pool_unhold(void)
+{
+	atomic_add(&arena_heap_global.pool_holders, -1);
+}
+
+/* The pool whole, for a walk: pool_unhold() once what is left is back. */
+static __always_inline u64 pool_grab(void)
+{
+	pool_hold();
+	return xchg(&arena_heap_global.release, 0);
+}
+
+/*
  * Take up to n whole spans of a kind from the pool into h's incoming reserve: the pool
  * is taken whole, the rest goes back in its order with one compare-and-swap. Returns
  * how many. Any program may call it (no page kfunc); the owner does, when its reserves
@@ -255,7 +278,7 @@ static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 	 */
 	if (!n || !READ_ONCE(g->release))
 		return 0;
-	s = (u32)xchg(&g->release, 0);
+	s = (u32)pool_grab();
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
 		sp = span_desc(s - 1);
 		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE) {
@@ -279,14 +302,14 @@ static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 	}
 	chain_to_pool(&keep);
 	got = n - left;
-	if (!got_first)
-		return 0;
-	if (!stack_push_chain(&h->reserve_in[kind & 1], got_first, &span_desc(got_last - 1)->next,
-			      got)) {
+	if (got_first && !stack_push_chain(&h->reserve_in[kind & 1], got_first,
+					   &span_desc(got_last - 1)->next, got)) {
 		atomic_add(&g->lost_spans, got);
-		return 0;
+		got = 0;
 	}
-	atomic_add(&g->pool_reused, got);
+	pool_unhold();
+	if (got)
+		atomic_add(&g->pool_reused, got);
 	return got;
 }
 
@@ -304,7 +327,7 @@ static __always_inline u32 pool_pop(u32 kind)
 
 	if (!READ_ONCE(g->release))
 		return 0;
-	r = xchg(&g->release, 0);
+	r = pool_grab();
 	head = (u32)r;
 	n = (r >> 32) & HEAP_REMOTE_COUNT;
 	s = head;
@@ -331,6 +354,7 @@ static __always_inline u32 pool_pop(u32 kind)
 	if (head && prev && !stack_push_chain(&g->release, head, &span_desc(prev - 1)->link,
 					       n > !!found ? n - !!found : 1))
 		atomic_add(&g->lost_spans, 1);
+	pool_unhold();
 	if (found) {
 		sp = span_desc(found - 1);
 		sp->state = HEAP_SPAN_RESERVE;
@@ -565,6 +589,30 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 	return s;
 }
 
+/*
+ * The owner found neither a reserve span nor a pool span. If walks hold spans out of
+ * sight, wait for them to end: 1 when they did (look again), 0 when none was under way
+ * or HEAP_POOL_WAIT_NS passed first (the walker's CPU may be this one, under us).
+ */
+static __noinline int pool_wait(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 start;
+	u32 i;
+
+	if (!READ_ONCE(g->pool_holders))
+		return 0;
+	atomic_add(&g->pool_waits, 1);
+	start = bpf_ktime_get_ns();
+	for (i = zero; i < (1u << 20) && can_loop; i++) {
+		if (!READ_ONCE(g->pool_holders))
+			return 1;
+		if (bpf_ktime_get_ns() - start > HEAP_POOL_WAIT_NS)
+			break;
+	}
+	return 0;
+}
+
 /* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
 static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
@@ -575,6 +623,12 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	s = reserve_pop(h, kind);
 	if (!s)
 		s = pool_pop(kind);
+	/* Nothing in sight: a walk may hold spans in transit; once it ends, look again. */
+	if (!s && pool_wait()) {
+		s = reserve_pop(h, kind);
+		if (!s)
+			s = pool_pop(kind);
+	}
 	if (!s) {
 		h->stats.shortfalls++;
 		WRITE_ONCE(g->want, 1);
@@ -844,6 +898,9 @@ __weak u64 arena_malloc_sleepable_addr(u64 size)
 			addr = arena_malloc_addr(size);
 			if (addr || !size || size > BUDDY_MAX_SIZE)
 				return addr;
+			/* Room for this object on this CPU, even with a reserve target of 0. */
+			if (!arena_heap_reserve(size, 1))
+				continue;
 		}
 		if (arena_heap_maintain())
 			return 0;
@@ -1244,19 +1301,19 @@ __weak int arena_heap_span_unmap(u32 s, u32 pages)
 /*
  * Give the pool's due spans back to the kernel (only trimmed ones unless may_unmap:
  * their pages cannot serve again). A span still on the trim stack, or being trimmed,
- * waits for the next pass: the trim walk reads its descriptor. Returns how many went.
+ * waits for the next pass: the trim walk reads its descriptor. The pool is held only
+ * for the walk; the unmaps, slow, come after the rest is back. Returns how many went.
  */
 static __noinline int pool_purge(bool may_unmap)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, i, next, trim, now = now_ms(), delay = READ_ONCE(g->purge_delay);
-	struct pool_chain keep = {};
+	struct pool_chain keep = {}, gone = {};
 	struct arena_heap_span __arena *sp;
-	int n = 0;
 
 	if (!READ_ONCE(g->release))
 		return 0;
-	s = (u32)xchg(&g->release, 0);
+	s = (u32)pool_grab();
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
 		sp = span_desc(s - 1);
 		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE) {
@@ -1265,13 +1322,9 @@ static __noinline int pool_purge(bool may_unmap)
 		}
 		next = sp->link;
 		trim = READ_ONCE(sp->trim);
-		if (trim == HEAP_TRIM_DONE) {
-			arena_heap_span_unmap(s - 1, class_pages(sp->cls % HEAP_NR_CLASSES));
-			n++;
-		} else if (may_unmap && trim == HEAP_TRIM_NONE &&
-			   (s32)(now - sp->bump - delay) >= 0) {
-			arena_heap_span_unmap(s - 1, kind_pages(sp->kind & 1));
-			n++;
+		if (trim == HEAP_TRIM_DONE ||
+		    (may_unmap && trim == HEAP_TRIM_NONE && (s32)(now - sp->bump - delay) >= 0)) {
+			chain_append(&gone, s);
 		} else {
 			due_at(sp->bump + delay);
 			chain_append(&keep, s);
@@ -1279,7 +1332,19 @@ static __noinline int pool_purge(bool may_unmap)
 		s = next;
 	}
 	chain_to_pool(&keep);
-	return n;
+	pool_unhold();
+	/* Only this walk knows the gone chain: nobody else reads it now. */
+	s = gone.first;
+	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(s - 1);
+		next = sp->link;
+		if (READ_ONCE(sp->trim) == HEAP_TRIM_DONE)
+			arena_heap_span_unmap(s - 1, class_pages(sp->cls % HEAP_NR_CLASSES));
+		else
+			arena_heap_span_unmap(s - 1, kind_pages(sp->kind & 1));
+		s = next;
+	}
+	return gone.n;
 }
 
 /*
@@ -1296,6 +1361,7 @@ static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 t
 	struct arena_heap_span __arena *sp;
 
 	kind &= 1;
+	pool_hold();
 	s = xchg(&h->reserve[kind], 0);
 	in = (u32)xchg(&h->reserve_in[kind], 0);
 	for (i = zero; i < 2 * HEAP_NR_SPANS && can_loop; i++) {
@@ -1340,9 +1406,10 @@ static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 t
 	if (keep_first && !stack_push_chain(&h->reserve_in[kind], keep_first,
 					    &span_desc(keep_last - 1)->next, kept))
 		atomic_add(&g->lost_spans, kept);
+	chain_to_pool(&shed);
+	pool_unhold();
 	if (!shed.first)
 		return 0;
-	chain_to_pool(&shed);
 	atomic_add(&g->spares_shed, shed.n);
 	due_at(now);
 	return shed.n;
@@ -1563,6 +1630,28 @@ static __always_inline int large_maintain(bool mapped)
 }
 
 /*
+ * One pass at a time, so that a caller's pass sees the work of the one before it done
+ * (the spans it took out of the pool to give back really gone). Passes were always safe
+ * side by side: after HEAP_MAINTAIN_WAIT_NS (a stuck flag, say) this one runs anyway.
+ * True when this pass holds the flag.
+ */
+static __noinline bool maintain_begin(void)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 start = bpf_ktime_get_ns();
+	u32 i;
+
+	for (i = zero; i < (1u << 22) && can_loop; i++) {
+		if (!READ_ONCE(g->maintaining) && !cmpxchg(&g->maintaining, 0, 1))
+			return true;
+		if (bpf_ktime_get_ns() - start > HEAP_MAINTAIN_WAIT_NS)
+			break;
+	}
+	atomic_add(&g->maintain_overlaps, 1);
+	return false;
+}
+
+/*
  * One maintenance pass: trim, refill (pool first), shed quiet spares, and give back
  * what is due, never in a pass that mapped: an idle pass maps and unmaps nothing.
  */
@@ -1571,6 +1660,7 @@ __weak int arena_heap_maintain(void)
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u64 t0 = bpf_ktime_get_ns();
 	int err, mapped = 0;
+	bool alone;
 	u32 id, n;
 
 	arena_subprog_init();
@@ -1579,6 +1669,7 @@ __weak int arena_heap_maintain(void)
 		arena_stderr("arena_heap_maintain: allocator state is being set up elsewhere");
 		return err;
 	}
+	alone = maintain_begin();
 	/* Cleared first: a request made while we work brings us back. */
 	WRITE_ONCE(g->want, 0);
 	WRITE_ONCE(g->purge_due, 0);
@@ -1599,6 +1690,8 @@ __weak int arena_heap_maintain(void)
 out:
 	atomic_add(&g->maintain_passes, 1);
 	atomic_add(&g->maintain_ns, bpf_ktime_get_ns() - t0);
+	if (alone)
+		smp_store_release(&g->maintaining, 0);
 	return err < 0 ? err : 0;
 }
 

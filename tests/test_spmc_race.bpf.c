@@ -44,6 +44,8 @@ u64 __arena_global race_stolen;			/* values the thieves took */
 u64 __arena_global race_grows;			/* times the array doubled */
 u64 __arena_global race_grows_racing;		/* bursts that grew it while thieves stole */
 u64 __arena_global race_full;			/* pushes that found it full */
+u64 __arena_global race_slow;			/* thieves pause after each steal */
+u64 __arena_global race_big_bursts;		/* big bursts the resize race took */
 u64 __arena_global race_left;			/* spmc_count before destroy */
 u64 __arena_global race_total_values, race_rounds;
 
@@ -125,6 +127,8 @@ static __noinline int race_init(void)
 	race_grows = 0;
 	race_grows_racing = 0;
 	race_full = 0;
+	race_slow = 0;
+	race_big_bursts = 0;
 	race_left = ~0ull;
 	return 0;
 }
@@ -152,7 +156,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 {
 	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows, stolen;
 	/* Flags, not a round count: the verifier keeps few states for them. */
-	bool waited = false, big = false, big_now, resized_racing = false;
+	bool waited = false, big_now, resized_racing = false;
 	int ret;
 
 	while (next < RACE_VALUES && can_loop) {
@@ -163,13 +167,19 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 			burst = 1 + x % ((x >> 32) % 4 ? 64 : 16384);
 		else
 			burst = 1 + x % ((x >> 32) % 8 ? 64 : 2048);
-		/* Resize race: small bursts until a thief stole, then one big one. */
+		/* Resize race: small bursts until a thief stole, then big ones. */
 		if (mode == RACE_RESIZE && !waited)
 			burst = 1 + x % 64;
-		big_now = mode == RACE_RESIZE && waited && !big;
+		/*
+		 * A thief as fast as the owner keeps the deque below its first size for a
+		 * whole burst: slow the thieves down for the big one, and take another big
+		 * one until a grow raced with steals.
+		 */
+		big_now = mode == RACE_RESIZE && waited && !resized_racing;
 		if (big_now) {
 			burst = 16384;
-			big = true;
+			race_big_bursts++;
+			WRITE_ONCE(race_slow, 1);
 		}
 		pops = (x >> 40) % (mode == RACE_LAST_VALUE ? 3 : burst / 4 + 1);
 		grows = q->grows;
@@ -197,6 +207,8 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 		}
 		if (q->grows != grows && READ_ONCE(race_stolen) != stolen)
 			race_grows_racing++;
+		if (big_now)
+			WRITE_ONCE(race_slow, 0);
 		if (!waited) {
 			if (wait_for(&race_stolen, 1)) {
 				arena_stderr("owner: no thief stole anything in %llu s",
@@ -261,6 +273,17 @@ static __noinline int owner(u32 mode, u64 seed, u32 nr_cpus)
 	return ret;
 }
 
+/* Let about ns nanoseconds pass: a slowed thief's pause between steals. */
+static __noinline void pause_ns(u64 ns)
+{
+	u64 start = bpf_ktime_get_ns();
+	u32 k;
+
+	for (k = zero; k < 100000 && can_loop; k++)
+		if (bpf_ktime_get_ns() - start >= ns)
+			break;
+}
+
 /* Up to SPINS steal attempts: 1 when the owner is done and the deque empty, else 0. */
 static __noinline int steal_batch(struct spmc __arena *q, u32 t)
 {
@@ -279,6 +302,8 @@ static __noinline int steal_batch(struct spmc __arena *q, u32 t)
 			}
 			race_last[t] = v;
 			take(v, t);
+			if (READ_ONCE(race_slow))
+				pause_ns(2000);
 			continue;
 		}
 		if (ret == -EAGAIN) {
@@ -355,9 +380,9 @@ static __noinline int race_fini(const char *name, u32 mode, u32 nr_cpus)
 		     name, RACE_VALUES, once, stolen, race_taken[1], race_taken[2],
 		     race_taken[3], race_taken[0]);
 	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, bursts that "
-		     "grew it while thieves stole %llu; full %llu", name, cpus,
+		     "grew it while thieves stole %llu of %llu big; full %llu", name, cpus,
 		     race_lost[0] + race_lost[1] + race_lost[2] + race_lost[3], race_lost[0],
-		     race_grows, race_grows_racing, race_full);
+		     race_grows, race_grows_racing, race_big_bursts, race_full);
 	race_total_values += RACE_VALUES;
 	race_rounds++;
 	ARENA_ASSERT_EQ(race_bad, 0);

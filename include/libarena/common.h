@@ -196,6 +196,12 @@ volatile u32 zero __weak;
 #define barrier_var(var) asm volatile("" : "+r"(var))
 
 #ifdef __BPF__
+/*
+ * Ours wins over an earlier definition (sched_ext's scx/common.bpf.h copies through a
+ * union of plain memory, which arena pointers cannot take): the same access, either way.
+ */
+#undef READ_ONCE
+#undef WRITE_ONCE
 #define READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, val) ((*(volatile __typeof__(x) *)&(x)) = (val))
 #else

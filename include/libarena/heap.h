@@ -92,6 +92,10 @@
 #define HEAP_RESERVE_NESTED	1	/* nesting levels, once they have been used */
 #define HEAP_HIGH_WATER		4	/* x the target: beyond it, to the pool */
 #define HEAP_POLL_NS		5000000	/* the maintenance timer's period */
+/* Longest wait for a walk that holds the pool (its CPU may be the waiter's, under it). */
+#define HEAP_POOL_WAIT_NS	500000
+/* Longest wait of a maintenance pass for the one under way, before it runs alongside. */
+#define HEAP_MAINTAIN_WAIT_NS	200000000
 /*
  * How long a spare must stay unused before its pages go back to the kernel: a span in
  * the pool since its release, or a reserve's spans beyond the target while its heap took
@@ -252,6 +256,15 @@ struct arena_heap_global {
 	u64 maintain_ns;		/* and the time they took */
 	u32 reserve_rest;		/* HEAP_RESERVE_REST unless set */
 	u32 woken;			/* ms clock of the last arena_heap_refill: no heap quiet */
+	/*
+	 * Walks under way that hold spans out of sight (the pool taken whole, a reserve
+	 * being shed): an owner that finds nothing meanwhile waits for them to end, up to
+	 * HEAP_POOL_WAIT_NS, rather than fail while spans are in transit.
+	 */
+	u32 pool_holders;
+	u32 pool_waits;			/* owners that waited for such a walk */
+	u32 maintaining;		/* a maintenance pass runs: the next one waits */
+	u32 maintain_overlaps;		/* passes that waited HEAP_MAINTAIN_WAIT_NS in vain */
 };
 
 struct arena_heap_refill_args {

@@ -1,0 +1,771 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * scx_arena: load, attach and watch the scheduler of scx_arena.bpf.c, which is made of
+ * libarena's parts (see there). Three ways to run it:
+ *
+ *   scx_arena OBJECT                 the demo (`make run`): the workloads below under the
+ *                                    kernel's own scheduler, under the tree's scx_simple
+ *                                    (when built next to this program) and under ours,
+ *                                    wall times side by side, then our statistics
+ *   scx_arena -d SECONDS OBJECT      attach for SECONDS (0: until Ctrl-C), one line of
+ *                                    statistics a second, detach cleanly
+ *   scx_arena -t OBJECT              the selftest (`make test`): attach, workloads,
+ *                                    detach; then the allocator with its reserve drained;
+ *                                    "ok"/"FAIL" lines and a count
+ *
+ * The workloads, each a fixed amount of work, timed: a fork/exec storm, CPU-bound
+ * spinners (two per CPU), a pipe ping-pong between two processes, and groups of
+ * processes messaging each other over socket pairs (like perf bench sched messaging).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <bpf/libbpf.h>
+#include <bpf/bpf.h>
+#include <libarena/userspace.h>
+#include <libarena/heap.h>
+#include "scx_arena.h"
+
+#define SCX_STATE	"/sys/kernel/sched_ext/state"
+#define SCX_OPS		"/sys/kernel/sched_ext/root/ops"
+#define SCX_EXIT_ERROR	1024	/* enum scx_exit_kind: errors from here on */
+
+static volatile sig_atomic_t stop;
+static int nr_cpus;
+
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The first line of a sysfs file, or "" when it cannot be read. */
+static const char *read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = 0;
+	if (f) {
+		if (!fgets(buf, len, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	return buf;
+}
+
+/* Wait up to 20 s for sched_ext's state to become want ("enabled", "disabled"). */
+static int wait_state(const char *want)
+{
+	char buf[64];
+
+	for (int i = 0; i < 2000; i++) {
+		if (!strcmp(read_line(SCX_STATE, buf, sizeof(buf)), want))
+			return 0;
+		usleep(10000);
+	}
+	fprintf(stderr, "scx_arena: sched_ext still \"%s\", not \"%s\", after 20 s\n", buf, want);
+	return -ETIMEDOUT;
+}
+
+/* ---- the workloads: each returns its wall time in ms, or a negative errno ---- */
+
+/* Wait for n children; -ECHILD unless every one exited with 0. */
+static int reap(int n)
+{
+	int status, bad = 0;
+
+	while (n-- > 0) {
+		if (wait(&status) < 0)
+			return -errno;
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			bad++;
+	}
+	return bad ? -ECHILD : 0;
+}
+
+static double fork_exec_storm(void)
+{
+	double t0 = now_ms();
+	int i, err, started = 0;
+
+	/* 25 rounds of 8 at a time: fork, exec this program (it exits at once), reap. */
+	for (int round = 0; round < 25; round++) {
+		for (i = 0; i < 8; i++) {
+			pid_t pid = fork();
+
+			if (pid < 0)
+				break;
+			if (!pid) {
+				execl("/proc/self/exe", "scx_arena", "--exit", (char *)NULL);
+				_exit(127);
+			}
+			started++;
+		}
+		err = reap(i);
+		if (err || i < 8)
+			return err ? err : -EAGAIN;
+	}
+	return started ? now_ms() - t0 : -EINVAL;
+}
+
+static volatile unsigned long long sink;
+
+static double spinners(void)
+{
+	double t0 = now_ms();
+	int n = 2 * nr_cpus;
+
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			return -errno;
+		if (!pid) {
+			unsigned long long x = i + 1;
+
+			for (long k = 0; k < 300000000; k++)
+				x = x * 6364136223846793005ull + 1442695040888963407ull;
+			sink = x;
+			_exit(0);
+		}
+	}
+	return reap(n) ?: now_ms() - t0;
+}
+
+static double ping_pong(void)
+{
+	int to[2], from[2], rounds = 20000, err;
+	double t0 = now_ms();
+	char c = 0;
+	pid_t pid;
+
+	if (pipe(to) || pipe(from))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		for (int i = 0; i < rounds; i++)
+			if (read(to[0], &c, 1) != 1 || write(from[1], &c, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	for (int i = 0; i < rounds; i++)
+		if (write(to[1], &c, 1) != 1 || read(from[0], &c, 1) != 1)
+			break;
+	err = reap(1);
+	close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+	return err ?: now_ms() - t0;
+}
+
+/*
+ * Messaging: 2 groups of 5 senders and 5 receivers; each sender writes 2000 messages of
+ * 100 bytes to every receiver of its group over a socket pair.
+ */
+#define MSG_GROUPS	2
+#define MSG_FDS		5
+#define MSG_LOOPS	2000
+#define MSG_SIZE	100
+
+static int msg_receiver(int fd)
+{
+	char buf[MSG_SIZE];
+	long left = (long)MSG_FDS * MSG_LOOPS * MSG_SIZE;
+
+	while (left > 0) {
+		ssize_t n = read(fd, buf, left < MSG_SIZE ? left : MSG_SIZE);
+
+		if (n <= 0)
+			return 1;
+		left -= n;
+	}
+	return 0;
+}
+
+static int msg_sender(int *fds)
+{
+	char buf[MSG_SIZE] = { 0 };
+
+	for (int i = 0; i < MSG_LOOPS; i++)
+		for (int j = 0; j < MSG_FDS; j++)
+			for (ssize_t done = 0, n; done < MSG_SIZE; done += n) {
+				n = write(fds[j], buf + done, MSG_SIZE - done);
+				if (n <= 0)
+					return 1;
+			}
+	return 0;
+}
+
+static double messaging(void)
+{
+	double t0 = now_ms();
+	int children = 0;
+
+	for (int g = 0; g < MSG_GROUPS; g++) {
+		int out[MSG_FDS], sv[2];
+
+		for (int r = 0; r < MSG_FDS; r++) {
+			if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+				return -errno;
+			pid_t pid = fork();
+
+			if (pid < 0)
+				return -errno;
+			if (!pid) {
+				close(sv[1]);
+				_exit(msg_receiver(sv[0]));
+			}
+			close(sv[0]);
+			out[r] = sv[1];
+			children++;
+		}
+		for (int s = 0; s < MSG_FDS; s++) {
+			pid_t pid = fork();
+
+			if (pid < 0)
+				return -errno;
+			if (!pid)
+				_exit(msg_sender(out));
+			children++;
+		}
+		for (int r = 0; r < MSG_FDS; r++)
+			close(out[r]);
+	}
+	return reap(children) ?: now_ms() - t0;
+}
+
+static const struct workload {
+	const char *name;
+	double (*run)(void);
+} workloads[] = {
+	{ "fork/exec storm", fork_exec_storm },
+	{ "CPU spinners", spinners },
+	{ "pipe ping-pong", ping_pong },
+	{ "messaging", messaging },
+};
+#define NR_WORKLOADS	(int)(sizeof(workloads) / sizeof(workloads[0]))
+
+/* ---- the scheduler ---- */
+
+struct sched {
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	struct scx_arena_stats *stats;
+	struct arena_log *log;
+	struct asan_state *asan;	/* the sanitizer build's reports, or NULL */
+};
+
+static int run_prog(struct sched *s, const char *name, void *arg, size_t size)
+{
+	struct bpf_program *prog = bpf_object__find_program_by_name(s->obj, name);
+	int err, ret;
+
+	if (!prog)
+		return -ENOENT;
+	err = libarena_run_prog(prog, arg, size, &ret);
+	return err ?: ret;
+}
+
+static long long outstanding(struct sched *s)
+{
+	struct scx_arena_outstanding o = { 0 };
+	int err = run_prog(s, "scx_arena_outstanding", &o, sizeof(o));
+
+	return err ? err : o.objects;
+}
+
+/* Open and load the object, set up the allocator; not attached yet. */
+static int sched_load(struct sched *s, const char *path)
+{
+	struct scx_arena_setup setup = { 0 };
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	s->obj = bpf_object__open_file(path, NULL);
+	if (!s->obj)
+		return -errno;
+	err = bpf_object__load(s->obj);
+	if (err)
+		return err;
+	s->log = libarena_log(s->obj);
+	if (!s->log)
+		return -errno;
+	s->asan = libarena_asan_init(s->obj, NULL);
+	if (!s->asan && errno != ENOENT)
+		return -errno;
+	err = libarena_heap_refill(s->obj, NULL);
+	if (err)
+		return err;
+	err = run_prog(s, "scx_arena_setup", &setup, sizeof(setup));
+	if (err)
+		return err;
+	s->stats = (struct scx_arena_stats *)(unsigned long)setup.stats;
+	return 0;
+}
+
+static int sched_attach(struct sched *s)
+{
+	struct bpf_map *ops = bpf_object__find_map_by_name(s->obj, "scx_arena_ops");
+
+	if (!ops)
+		return -ENOENT;
+	s->link = bpf_map__attach_struct_ops(ops);
+	if (!s->link)
+		return -errno;
+	return wait_state("enabled");
+}
+
+static int sched_detach(struct sched *s)
+{
+	bpf_link__destroy(s->link);
+	s->link = NULL;
+	return wait_state("disabled");
+}
+
+/* Print the log lines the BPF side wrote since the last call; runs of one line once. */
+struct log_run {
+	char last[256];
+	unsigned long repeats;
+};
+
+static void log_run_end(struct log_run *r)
+{
+	if (r->repeats)
+		printf("  (the line above %lu more times)\n", r->repeats);
+	r->repeats = 0;
+}
+
+static int log_line(const struct libarena_log_line *line, void *ctx)
+{
+	struct log_run *r = ctx;
+
+	if (!strcmp(line->text, r->last)) {
+		r->repeats++;
+		return 0;
+	}
+	log_run_end(r);
+	snprintf(r->last, sizeof(r->last), "%s", line->text);
+	printf("%s\n", line->text);
+	return 0;
+}
+
+static void sched_log(struct sched *s)
+{
+	struct log_run r = { "", 0 };
+	unsigned long long dropped = 0;
+
+	libarena_log_drain(s->log, log_line, &r, &dropped);
+	log_run_end(&r);
+	if (dropped)
+		printf("  (%llu log lines dropped)\n", dropped);
+}
+
+static void sum_stats(const struct scx_arena_stats *st, struct scx_arena_cpu_stats *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (int c = 0; c < SCX_ARENA_MAX_CPUS; c++) {
+		const struct scx_arena_cpu_stats *p = &st->cpu[c];
+
+		sum->enqueued += p->enqueued;
+		sum->direct += p->direct;
+		sum->pinned += p->pinned;
+		sum->dispatched += p->dispatched;
+		sum->stolen += p->stolen;
+		sum->steal_misses += p->steal_misses;
+		sum->to_global += p->to_global;
+		sum->stale += p->stale;
+		sum->kicks += p->kicks;
+	}
+}
+
+static void print_stats(struct sched *s, const char *prefix)
+{
+	struct scx_arena_cpu_stats t;
+	long long out = outstanding(s);
+
+	sum_stats(s->stats, &t);
+	printf("%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu "
+	       "(missed %llu), global %llu, stale %llu, kicks %llu; contexts %llu made, "
+	       "%llu freed, %llu failed; arena objects out %lld\n", prefix,
+	       t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
+	       t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
+	       s->stats->ctx_failures, out);
+	fflush(stdout);
+}
+
+/* The sanitizer's new reports, printed; how many. */
+static int sched_asan_reports(struct sched *s)
+{
+	return s->asan ? libarena_asan_print(s->obj, s->asan, stdout) : 0;
+}
+
+/* ---- -d: attach and watch ---- */
+
+static int watch(const char *path, int seconds)
+{
+	struct sched s;
+	int err;
+
+	err = sched_load(&s, path);
+	if (!err)
+		err = sched_attach(&s);
+	if (err) {
+		fprintf(stderr, "scx_arena: cannot load or attach %s: %s\n", path, strerror(-err));
+		return 1;
+	}
+	printf("scx_arena: attached (%s), %d CPUs; Ctrl-C detaches\n", path, nr_cpus);
+	for (int t = 0; !stop && !s.stats->exit_kind && (!seconds || t < seconds); t++) {
+		sleep(1);
+		sched_log(&s);
+		print_stats(&s, "");
+	}
+	sched_detach(&s);
+	sched_log(&s);
+	printf("scx_arena: detached: %s%s%s\n", s.stats->exit_reason,
+	       s.stats->exit_msg[0] ? ": " : "", s.stats->exit_msg);
+	sched_asan_reports(&s);
+	bpf_object__close(s.obj);
+	return s.stats->exit_kind >= SCX_EXIT_ERROR;
+}
+
+/* ---- -t: the selftest ---- */
+
+static int passed, failed;
+
+static void check(int ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  %-4s scx_arena:%s", ok ? "ok" : "FAIL", name);
+	if (fmt) {
+		printf(": ");
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+	}
+	printf("\n");
+	fflush(stdout);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+/* Kernel log lines since open_kmsg() that say something went wrong; how many. */
+static int open_kmsg(void)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+
+	if (fd >= 0)
+		lseek(fd, 0, SEEK_END);
+	return fd;
+}
+
+static int kmsg_problems(int fd)
+{
+	static const char *const bad[] = { "WARNING", "BUG", "Oops", "errored", "stall",
+					   "Call Trace" };
+	char rec[8192];
+	int problems = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	while ((n = read(fd, rec, sizeof(rec) - 1)) > 0 || (n < 0 && errno == EPIPE)) {
+		if (n <= 0)
+			continue;	/* EPIPE: records were overwritten; go on */
+		rec[n] = 0;
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			if (strstr(rec, bad[i])) {
+				printf("  kernel: %s", strchr(rec, ';') ? strchr(rec, ';') + 1 : rec);
+				problems++;
+				break;
+			}
+	}
+	return problems;
+}
+
+static int drain(struct sched *s, int fill, unsigned long long *held)
+{
+	struct scx_arena_drain d = { .fill = fill };
+	int err = run_prog(s, "scx_arena_drain", &d, sizeof(d));
+
+	*held = d.held;
+	return err;
+}
+
+static int pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (cpu >= 0)
+		CPU_SET(cpu, &set);
+	else
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			CPU_SET(c, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
+}
+
+static int fork_one(void)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (!pid)
+		_exit(0);
+	return reap(1);
+}
+
+/*
+ * ops.init_task with this CPU's reserve empty: non-sleepable allocation fails and the
+ * task runs without a context; sleepable allocation (the default) refills and succeeds.
+ * Background maintenance may refill in between, so each fork follows a fresh drain.
+ */
+static void test_empty_reserve(struct sched *s)
+{
+	struct arena_heap_global *g = libarena_heap(s->obj);
+	unsigned long long held = 0, fails, allocs;
+	unsigned int target[HEAP_KINDS];
+	int i, err = 0, bad = 0;
+
+	if (!g) {
+		check(0, "empty_reserve", "no allocator state");
+		return;
+	}
+	memcpy(target, g->reserve, sizeof(target));
+	memset(g->reserve, 0, sizeof(g->reserve));
+	pin_to(0);
+	s->stats->init_nosleep = 1;
+	fails = s->stats->ctx_failures;
+	for (i = 0; i < 50 && !err && s->stats->ctx_failures == fails; i++) {
+		err = drain(s, 1, &held);
+		bad += !err && fork_one();
+	}
+	check(!err && !bad && s->stats->ctx_failures > fails && !s->stats->exit_kind,
+	      "init_task_reserve_empty", "%llu objects drained, %d forks, %llu without a "
+	      "context, none lost, scheduler on: %s", held, i,
+	      s->stats->ctx_failures - fails, s->stats->exit_kind ? "no" : "yes");
+	s->stats->init_nosleep = 0;
+	fails = s->stats->ctx_failures;
+	allocs = s->stats->ctx_allocs;
+	for (i = 0, bad = 0; i < 20 && !err; i++) {
+		err = drain(s, 1, &held);
+		bad += !err && fork_one();
+	}
+	check(!err && !bad && s->stats->ctx_failures == fails &&
+	      s->stats->ctx_allocs >= allocs + 20, "init_task_sleepable_refill",
+	      "20 forks with the reserve drained: %llu contexts made, %llu failed",
+	      s->stats->ctx_allocs - allocs, s->stats->ctx_failures - fails);
+	err = drain(s, 0, &held);
+	check(!err && !held, "drain_given_back", "%llu held", held);
+	memcpy(g->reserve, target, sizeof(target));
+	pin_to(-1);
+}
+
+static int selftest(const char *path)
+{
+	struct scx_arena_cpu_stats t;
+	long long before, after;
+	char ops[64];
+	struct sched s;
+	int kmsg = open_kmsg(), err, reports;
+	double ms;
+
+	err = sched_load(&s, path);
+	check(!err, "load", "%s", err ? strerror(-err) : "");
+	if (err)
+		goto out;
+	before = outstanding(&s);
+	err = sched_attach(&s);
+	check(!err && !strcmp(read_line(SCX_OPS, ops, sizeof(ops)), "arena"), "attach",
+	      "%d CPUs, sched_ext ops \"%s\"", nr_cpus, ops);
+	if (err)
+		goto out;
+	for (int w = 0; w < NR_WORKLOADS; w++) {
+		ms = workloads[w].run();
+		check(ms >= 0, workloads[w].name, ms >= 0 ? "%.0f ms" : "%s", ms >= 0 ? ms :
+		      0, ms >= 0 ? "" : strerror((int)-ms));
+	}
+	sched_log(&s);
+	print_stats(&s, "  ");
+	sum_stats(s.stats, &t);
+	check(t.enqueued > 0 && t.dispatched + t.stolen > 0, "queues_used",
+	      "%llu through the B-trees, %llu dispatched from deques, %llu stolen",
+	      t.enqueued, t.dispatched, t.stolen);
+	test_empty_reserve(&s);
+	sched_log(&s);
+	check(!s.stats->exit_kind, "no_error_exit", "%s %s", s.stats->exit_reason,
+	      s.stats->exit_msg);
+	err = sched_detach(&s);
+	sched_log(&s);
+	check(!err && s.stats->exit_kind && s.stats->exit_kind < SCX_EXIT_ERROR, "detach",
+	      "exit kind %lld: %s", s.stats->exit_kind, s.stats->exit_reason);
+	check(s.stats->ctx_allocs == s.stats->ctx_frees, "contexts_freed",
+	      "%llu made, %llu freed", s.stats->ctx_allocs, s.stats->ctx_frees);
+	after = outstanding(&s);
+	check(after == before, "no_leak", "arena_heap_outstanding %lld before attach, %lld "
+	      "after detach", before, after);
+	reports = kmsg_problems(kmsg);
+	check(reports == 0, "kernel_log", reports < 0 ? "/dev/kmsg unreadable" :
+	      "%d warnings, errors or stalls", reports);
+	if (s.asan) {
+		reports = sched_asan_reports(&s);
+		check(reports == 0, "sanitizer", "%d reports", reports);
+	}
+out:
+	if (s.obj)
+		bpf_object__close(s.obj);
+	printf("scx_arena: %d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
+
+/* ---- the demo ---- */
+
+/* Start the tree's scx_simple and wait until it is on; its pid, or a negative errno. */
+static pid_t start_simple(const char *bin)
+{
+	char ops[64];
+	pid_t pid;
+
+	if (access(bin, X_OK))
+		return -ENOENT;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		execl(bin, bin, (char *)NULL);
+		_exit(127);
+	}
+	if (wait_state("enabled") || strcmp(read_line(SCX_OPS, ops, sizeof(ops)), "simple")) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -EIO;
+	}
+	return pid;
+}
+
+static int demo(const char *path, const char *simple)
+{
+	static const char *const names[] = { "default (EEVDF)", "scx_simple", "scx_arena" };
+	double ms[3][NR_WORKLOADS] = { 0 };
+	int bad = 0, have_simple = 0, kmsg = open_kmsg(), problems;
+	struct sched s;
+	pid_t pid;
+
+	printf("scx_arena: %d CPUs; each workload under each scheduler, wall time in ms\n",
+	       nr_cpus);
+	for (int w = 0; w < NR_WORKLOADS; w++)
+		ms[0][w] = workloads[w].run();
+	pid = start_simple(simple);
+	if (pid > 0) {
+		have_simple = 1;
+		for (int w = 0; w < NR_WORKLOADS; w++)
+			ms[1][w] = workloads[w].run();
+		kill(pid, SIGINT);
+		waitpid(pid, NULL, 0);
+		wait_state("disabled");
+	} else {
+		printf("scx_arena: no scx_simple at %s (%s): its column is empty\n", simple,
+		       strerror((int)-pid));
+	}
+	if (sched_load(&s, path) || sched_attach(&s)) {
+		fprintf(stderr, "scx_arena: cannot load or attach %s\n", path);
+		return 1;
+	}
+	for (int w = 0; w < NR_WORKLOADS; w++)
+		ms[2][w] = workloads[w].run();
+	sched_log(&s);
+	print_stats(&s, "scx_arena: ");
+	sched_detach(&s);
+	sched_log(&s);
+	bad |= s.stats->exit_kind >= SCX_EXIT_ERROR;
+	bad |= sched_asan_reports(&s) > 0;
+
+	printf("%-18s %16s %16s %16s %12s\n", "workload", names[0], names[1], names[2],
+	       "ours/slower");
+	for (int w = 0; w < NR_WORKLOADS; w++) {
+		double slower = ms[0][w] > ms[1][w] ? ms[0][w] : ms[1][w];
+
+		printf("%-18s", workloads[w].name);
+		for (int k = 0; k < 3; k++) {
+			if (k == 1 && !have_simple)
+				printf(" %16s", "-");
+			else if (ms[k][w] < 0)
+				printf(" %16s", "failed");
+			else
+				printf(" %16.0f", ms[k][w]);
+			bad |= ms[k][w] < 0;
+		}
+		printf(" %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0);
+	}
+	printf("scx_arena: goal, at most 1.5x the slower of the others on every workload "
+	       "(TCG timing varies by a third)\n");
+	problems = kmsg_problems(kmsg);
+	if (problems)
+		printf("scx_arena: %d kernel log lines of warnings, errors or stalls\n", problems);
+	printf("scx_arena: detached: %s\n", s.stats->exit_reason);
+	bpf_object__close(s.obj);
+	return bad || problems;
+}
+
+int main(int argc, char **argv)
+{
+	char simple[4096];
+	int opt, test = 0, seconds = -1;
+
+	if (argc == 2 && !strcmp(argv[1], "--exit"))
+		return 0;	/* the fork/exec storm's child */
+	while ((opt = getopt(argc, argv, "td:h")) != -1) {
+		switch (opt) {
+		case 't':
+			test = 1;
+			break;
+		case 'd':
+			seconds = atoi(optarg);
+			break;
+		default:
+			fprintf(stderr, "usage: scx_arena [-t | -d SECONDS] OBJECT\n");
+			return opt != 'h' ? 2 : 0;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "usage: scx_arena [-t | -d SECONDS] OBJECT\n");
+		return 2;
+	}
+	nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (test)
+		return selftest(argv[optind]);
+	if (seconds >= 0)
+		return watch(argv[optind], seconds);
+	snprintf(simple, sizeof(simple), "%s/scx_simple", dirname(strdup(argv[0])));
+	return demo(argv[optind], simple);
+}
