@@ -258,9 +258,9 @@ static const struct workload {
 	const char *name;
 	double (*run)(void);
 } workloads[] = {
-	{ "fork/exec storm", fork_exec_storm },
-	{ "CPU spinners", spinners },
-	{ "pipe ping-pong", ping_pong },
+	{ "fork_exec_storm", fork_exec_storm },
+	{ "cpu_spinners", spinners },
+	{ "pipe_ping_pong", ping_pong },
 	{ "messaging", messaging },
 };
 #define NR_WORKLOADS	(int)(sizeof(workloads) / sizeof(workloads[0]))
@@ -400,16 +400,17 @@ static void sum_stats(const struct scx_arena_stats *st, struct scx_arena_cpu_sta
 
 static void print_stats(struct sched *s, const char *prefix)
 {
+	struct arena_heap_global *g = libarena_heap(s->obj);
 	struct scx_arena_cpu_stats t;
 	long long out = outstanding(s);
 
 	sum_stats(s->stats, &t);
 	printf("%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu "
 	       "(missed %llu), global %llu, stale %llu, kicks %llu; contexts %llu made, "
-	       "%llu freed, %llu failed; arena objects out %lld\n", prefix,
-	       t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
+	       "%llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
+	       prefix, t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
 	       t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
-	       s->stats->ctx_failures, out);
+	       s->stats->ctx_failures, out, g ? (unsigned long long)g->pages_mapped : 0);
 	fflush(stdout);
 }
 
@@ -637,7 +638,7 @@ static int selftest(const char *path)
 out:
 	if (s.obj)
 		bpf_object__close(s.obj);
-	printf("scx_arena: %d passed, %d failed\n", passed, failed);
+	printf("scheduler: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
 

@@ -594,7 +594,7 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
  * sight, wait for them to end: 1 when they did (look again), 0 when none was under way
  * or HEAP_POOL_WAIT_NS passed first (the walker's CPU may be this one, under us).
  */
-static __noinline int pool_wait(void)
+static __always_inline int pool_wait(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u64 start;

@@ -505,6 +505,55 @@ int test_heap_reserve(struct arena_test_ctx *ctx)
 }
 
 /*
+ * A sleepable allocation finds room where maintenance would map nothing: with the
+ * reserve targets at 0 and this CPU drained of 16-byte objects (what a sched_ext
+ * ops.init_task meets in a fork storm), arena_malloc fails and arena_malloc_sleepable
+ * maps what the one object needs. The drained objects hold their own list.
+ */
+SEC("syscall")
+int test_heap_sleepable_no_target(struct arena_test_ctx *ctx)
+{
+	struct arena_heap_global __arena *g = glob();
+	u32 small = g->reserve[0], medium = g->reserve[1], i, n = zero;
+	u64 __arena *obj, *p;
+	u64 list = 0, next;
+	bool drained;
+	int err = 0;
+
+	g->reserve[0] = 0;
+	g->reserve[1] = 0;
+	for (i = zero; i < (1u << 22) && can_loop; i++) {
+		obj = arena_malloc(16);
+		if (!obj)
+			break;
+		*obj = list;
+		list = (u64)obj;
+		n++;
+	}
+	drained = !obj;		/* the loop ended on a failure, not on its bound */
+	p = arena_malloc_sleepable(16);
+	if (p && arena_free(p))
+		err = __LINE__;
+	for (i = zero; list && i < (1u << 22) && can_loop; i++) {
+		obj = (u64 __arena *)list;
+		next = *obj;
+		if (arena_free(obj))
+			err = __LINE__;
+		list = next;
+	}
+	g->reserve[0] = small;
+	g->reserve[1] = medium;
+	arena_stdout("sleepable, no target: %u objects drained, then one more: %s", n,
+		     p ? "yes" : "no");
+	ARENA_ASSERT(drained);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(list, 0);
+	ARENA_ASSERT_EQ(err, 0);
+	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	return 0;
+}
+
+/*
  * Medium spans whose objects leave pages unused are trimmed by maintenance: two 44 KiB
  * objects use 22 of a span's 32 pages. Trimmed pages are really gone (on 6.12 a store
  * there is dropped and a load reads 0), the objects keep their bytes, and the span goes

@@ -207,8 +207,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 		}
 		if (q->grows != grows && READ_ONCE(race_stolen) != stolen)
 			race_grows_racing++;
-		if (big_now)
-			WRITE_ONCE(race_slow, 0);
+		WRITE_ONCE(race_slow, 0);	/* unconditional: a flag less to keep */
 		if (!waited) {
 			if (wait_for(&race_stolen, 1)) {
 				arena_stderr("owner: no thief stole anything in %llu s",
