@@ -49,7 +49,7 @@ struct {
 struct cpu_queue {
 	struct btree __arena *wait;	/* waiting tasks by key: only this CPU touches it */
 	struct spmc __arena *ready;	/* the next few: this CPU pops, others steal */
-	u64 seq;			/* FIFO among equal virtual times */
+	u64 last_key;			/* the highest key given out: FIFO among equals */
 };
 
 struct scx_arena_stats __arena_global scx_stats;
@@ -60,9 +60,13 @@ static u64 vtime_now;
 static u32 nr_cpus;
 UEI_DEFINE(uei);
 
-/* Keys: virtual time in 64 ns steps, then a sequence: 2^48 steps, 208 days at nice 0. */
-#define KEY_SEQ_BITS	16
-#define KEY_VTIME_SHIFT	6
+/*
+ * Keys are virtual times in ns, all 64 bits (no wrap in centuries even at nice 19). Equal
+ * times queue in arrival order: a time at most KEY_FIFO_NS below the highest key given
+ * out takes the key after it, so a fork storm's children, which all start at the same
+ * time, line up one nanosecond apart instead of colliding.
+ */
+#define KEY_FIFO_NS	1024
 
 /* An entry of a map or deque: the task's pid and its context's generation then. */
 static __always_inline u64 entry_of(struct task_struct *p, struct task_ctx __arena *c)
@@ -133,7 +137,7 @@ static __noinline int refill(u32 cpu)
 		n = 3;
 	if (n == 3 && bt_pop_first(q->wait, &key, &e3) == 0)
 		n = 4;
-	/* A push fails only without memory for a bigger array: 4 slots are always there. */
+	/* The deque was empty and only thieves took from it since: 4 of its 128 slots. */
 	if (n == 4)
 		spmc_owned_add(q->ready, e3);
 	if (n >= 3)
@@ -186,12 +190,16 @@ void BPF_STRUCT_OPS(arena_enqueue, struct task_struct *p, u64 enq_flags)
 			vtime = vtime_now - SCX_SLICE_DFL;
 		c->vtime = vtime;
 		c->gen++;
-		key = vtime >> KEY_VTIME_SHIFT << KEY_SEQ_BITS;
-		/* Equal times in arrival order; a full sequence of them takes the next step. */
+		key = vtime;
+		if (key <= q->last_key && q->last_key - key <= KEY_FIFO_NS)
+			key = q->last_key + 1;
+		/* A key taken by a task of lower time given out earlier: the next ones. */
 		for (i = zero; i < 4 && err && can_loop; i++)
-			err = bt_insert(q->wait, key | (q->seq++ & ((1u << KEY_SEQ_BITS) - 1)),
-					entry_of(p, c), false);
+			err = bt_insert(q->wait, key + i, entry_of(p, c), false);
 		if (!err) {
+			key += i - 1;
+			if (key > q->last_key)
+				q->last_key = key;
 			st->enqueued++;
 			refill(cpu);
 			kick_idle(cpu);
@@ -260,20 +268,24 @@ void BPF_STRUCT_OPS(arena_dispatch, s32 cpu, struct task_struct *prev)
 	int i, victim;
 	u64 e;
 
-	if (!q->ready)
-		return;
-	/* Our own deque first (refilled from our map), then the busiest other one. */
-	for (i = zero; i < 8 && can_loop; i++) {
-		if (spmc_owned_remove(q->ready, &e)) {
-			if (!refill(cpu))
-				break;
-			continue;
+	/*
+	 * Our own deque first (refilled from our map), until a task goes or both are empty:
+	 * stale entries must not leave live ones behind. Only on our own CPU: core
+	 * scheduling balances a sibling from here, and CPUs past the last queue have none.
+	 */
+	if (cpu == bpf_get_smp_processor_id() && cpu < SCX_ARENA_MAX_CPUS && q->ready) {
+		while (can_loop) {
+			if (spmc_owned_remove(q->ready, &e)) {
+				if (!refill(cpu))
+					break;
+				continue;
+			}
+			if (dispatch_entry(e, cpu)) {
+				st->dispatched++;
+				return;
+			}
+			st->stale++;
 		}
-		if (dispatch_entry(e, cpu)) {
-			st->dispatched++;
-			return;
-		}
-		st->stale++;
 	}
 	for (i = zero; i < 8 && can_loop; i++) {
 		victim = busiest(cpu);
@@ -289,6 +301,15 @@ void BPF_STRUCT_OPS(arena_dispatch, s32 cpu, struct task_struct *prev)
 		}
 		st->stale++;
 	}
+}
+
+/* Each tick: a CPU busy with one task shows its waiting ones to the idle CPUs. */
+void BPF_STRUCT_OPS(arena_tick, struct task_struct *p)
+{
+	u32 cpu = bpf_get_smp_processor_id();
+
+	if (cpu < SCX_ARENA_MAX_CPUS && refill(cpu))
+		kick_idle(cpu);
 }
 
 void BPF_STRUCT_OPS(arena_running, struct task_struct *p)
@@ -396,7 +417,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(arena_init)
 		q = &queues[cpu];
 		q->wait = bt_create();
 		q->ready = spmc_create();
-		q->seq = 0;
+		q->last_key = 0;
 		if (!q->wait || !q->ready)
 			return -ENOMEM;
 	}
@@ -436,6 +457,7 @@ SCX_OPS_DEFINE(scx_arena_ops,
 	       .enqueue		= (void *)arena_enqueue,
 	       .dequeue		= (void *)arena_dequeue,
 	       .dispatch	= (void *)arena_dispatch,
+	       .tick		= (void *)arena_tick,
 	       .running		= (void *)arena_running,
 	       .stopping	= (void *)arena_stopping,
 	       .enable		= (void *)arena_enable,

@@ -108,8 +108,8 @@ static double fork_exec_storm(void)
 	double t0 = now_ms();
 	int i, err, started = 0;
 
-	/* 25 rounds of 8 at a time: fork, exec this program (it exits at once), reap. */
-	for (int round = 0; round < 25; round++) {
+	/* 15 rounds of 8 at a time: fork, exec this program (it exits at once), reap. */
+	for (int round = 0; round < 15; round++) {
 		for (i = 0; i < 8; i++) {
 			pid_t pid = fork();
 
@@ -445,8 +445,9 @@ static int watch(const char *path, int seconds)
 	printf("scx_arena: detached: %s%s%s\n", s.stats->exit_reason,
 	       s.stats->exit_msg[0] ? ": " : "", s.stats->exit_msg);
 	sched_asan_reports(&s);
+	err = s.stats->exit_kind >= SCX_EXIT_ERROR;	/* the arena goes with the object */
 	bpf_object__close(s.obj);
-	return s.stats->exit_kind >= SCX_EXIT_ERROR;
+	return err;
 }
 
 /* ---- -t: the selftest ---- */
@@ -708,22 +709,26 @@ static int demo(const char *path, const char *simple)
 	bad |= s.stats->exit_kind >= SCX_EXIT_ERROR;
 	bad |= sched_asan_reports(&s) > 0;
 
-	printf("%-18s %16s %16s %16s %12s\n", "workload", names[0], names[1], names[2],
-	       "ours/slower");
+	printf("%-16s %16s %11s %10s %12s %12s\n", "workload", names[0], names[1], names[2],
+	       "ours/slower", "ours/faster");
 	for (int w = 0; w < NR_WORKLOADS; w++) {
 		double slower = ms[0][w] > ms[1][w] ? ms[0][w] : ms[1][w];
+		double faster = have_simple && ms[1][w] < ms[0][w] ? ms[1][w] : ms[0][w];
 
-		printf("%-18s", workloads[w].name);
+		printf("%-16s", workloads[w].name);
 		for (int k = 0; k < 3; k++) {
+			int width = k == 0 ? 16 : k == 1 ? 11 : 10;
+
 			if (k == 1 && !have_simple)
-				printf(" %16s", "-");
+				printf(" %*s", width, "-");
 			else if (ms[k][w] < 0)
-				printf(" %16s", "failed");
+				printf(" %*s", width, "failed");
 			else
-				printf(" %16.0f", ms[k][w]);
+				printf(" %*.0f", width, ms[k][w]);
 			bad |= ms[k][w] < 0;
 		}
-		printf(" %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0);
+		printf(" %11.2fx %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0,
+		       faster > 0 ? ms[2][w] / faster : 0);
 	}
 	printf("scx_arena: goal, at most 1.5x the slower of the others on every workload "
 	       "(TCG timing varies by a third)\n");

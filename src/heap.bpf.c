@@ -242,14 +242,35 @@ static __always_inline void chain_to_pool(struct pool_chain *c)
  * (pool_wait) instead of failing. Counted before the spans disappear: the
  * exchange that takes them is fully ordered after the add.
  */
+static __always_inline struct arena_heap __arena *cpu_heap(u32 cpu)
+{
+	struct arena_heap __arena *h = heap_at(cpu * HEAP_LEVELS);
+
+	/* Heaps exist for CPUs below nr_cpus once set up; the rest is never touched. */
+	if (cpu >= READ_ONCE(arena_heap_global.nr_cpus) || cpu >= HEAP_MAX_CPUS ||
+	    READ_ONCE(h->magic) != HEAP_MAGIC)
+		return NULL;
+	return h;
+}
+
+static __always_inline void pool_hold_count(int d)
+{
+	struct arena_heap __arena *h = cpu_heap(bpf_get_smp_processor_id());
+
+	atomic_add(&arena_heap_global.pool_holders, d);
+	/* Per CPU too: a waiter on this CPU interrupted the walk and must not wait. */
+	if (h)
+		atomic_add(&h->pool_held, d);
+}
+
 static __always_inline void pool_hold(void)
 {
-	atomic_add(&arena_heap_global.pool_holders, 1);
+	pool_hold_count(1);
 }
 
 static __always_inline void pool_unhold(void)
 {
-	atomic_add(&arena_heap_global.pool_holders, -1);
+	pool_hold_count(-1);
 }
 
 /* The pool whole, for a walk: pool_unhold() once what is left is back. */
@@ -590,17 +611,19 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 }
 
 /*
- * The owner found neither a reserve span nor a pool span. If walks hold spans out of
- * sight, wait for them to end: 1 when they did (look again), 0 when none was under way
- * or HEAP_POOL_WAIT_NS passed first (the walker's CPU may be this one, under us).
+ * The owner found neither a reserve span nor a pool span. If walks on other CPUs hold
+ * spans out of sight, wait for them to end: 1 when they did (look again), 0 when none
+ * was under way, one is under way on this CPU (interrupted by us: it cannot end first),
+ * or HEAP_POOL_WAIT_NS passed first.
  */
-static __always_inline int pool_wait(void)
+static __always_inline int pool_wait(struct arena_heap __arena *h)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap __arena *h0 = heap_at(h->id / HEAP_LEVELS * HEAP_LEVELS);
 	u64 start;
 	u32 i;
 
-	if (!READ_ONCE(g->pool_holders))
+	if (!READ_ONCE(g->pool_holders) || READ_ONCE(h0->pool_held))
 		return 0;
 	atomic_add(&g->pool_waits, 1);
 	start = bpf_ktime_get_ns();
@@ -624,7 +647,7 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	if (!s)
 		s = pool_pop(kind);
 	/* Nothing in sight: a walk may hold spans in transit; once it ends, look again. */
-	if (!s && pool_wait()) {
+	if (!s && pool_wait(h)) {
 		s = reserve_pop(h, kind);
 		if (!s)
 			s = pool_pop(kind);
@@ -890,6 +913,7 @@ __weak u64 arena_malloc_addr(u64 size)
 __weak u64 arena_malloc_sleepable_addr(u64 size)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
+	bool reserved = false;
 	u64 addr;
 	int i;
 
@@ -899,8 +923,10 @@ __weak u64 arena_malloc_sleepable_addr(u64 size)
 			if (addr || !size || size > BUDDY_MAX_SIZE)
 				return addr;
 			/* Room for this object on this CPU, even with a reserve target of 0. */
-			if (!arena_heap_reserve(size, 1))
+			if (!reserved && !arena_heap_reserve(size, 1)) {
+				reserved = true;
 				continue;
+			}
 		}
 		if (arena_heap_maintain())
 			return 0;
@@ -1638,13 +1664,15 @@ static __always_inline int large_maintain(bool mapped)
 static __noinline bool maintain_begin(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 i, me = bpf_get_smp_processor_id() + 1, cur;
 	u64 start = bpf_ktime_get_ns();
-	u32 i;
 
 	for (i = zero; i < (1u << 22) && can_loop; i++) {
-		if (!READ_ONCE(g->maintaining) && !cmpxchg(&g->maintaining, 0, 1))
+		cur = READ_ONCE(g->maintaining);
+		if (!cur && !cmpxchg(&g->maintaining, 0, me))
 			return true;
-		if (bpf_ktime_get_ns() - start > HEAP_MAINTAIN_WAIT_NS)
+		/* A pass on this CPU is under us (it slept or was interrupted): no wait. */
+		if (cur == me || bpf_ktime_get_ns() - start > HEAP_MAINTAIN_WAIT_NS)
 			break;
 	}
 	atomic_add(&g->maintain_overlaps, 1);

@@ -595,7 +595,14 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 
 	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
 	ARENA_ASSERT_EQ(sp->trim, HEAP_TRIM_DONE);
-	ARENA_ASSERT(g->pages_trimmed >= trimmed + 32 - TRIM_USED);
+	/*
+	 * Trimmed already when we got it: by the workqueue just now, or in an earlier use
+	 * as this class's current span (an empty current span stays), before the count we
+	 * started from. The pages are gone either way (the probe below); the count moved
+	 * for sure only when this test saw the trim still to come.
+	 */
+	if (t != HEAP_TRIM_DONE)
+		ARENA_ASSERT(g->pages_trimmed >= trimmed + 32 - TRIM_USED);
 	ARENA_ASSERT_EQ(arena_test_check(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
 	ARENA_ASSERT_EQ(arena_test_check(b, TRIM_SIZE - 100, 2), 0);
 	/* The first trimmed page: the store is dropped, the load faults to 0. */

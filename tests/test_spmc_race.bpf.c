@@ -42,7 +42,7 @@ u64 __arena_global race_last[RACE_THREADS];	/* each thief's last value */
 u64 __arena_global race_cpu[RACE_THREADS];
 u64 __arena_global race_stolen;			/* values the thieves took */
 u64 __arena_global race_grows;			/* times the array doubled */
-u64 __arena_global race_grows_racing;		/* bursts that grew it while thieves stole */
+u64 __arena_global race_grows_racing;		/* grows a steal followed within the burst */
 u64 __arena_global race_full;			/* pushes that found it full */
 u64 __arena_global race_slow;			/* thieves pause after each steal */
 u64 __arena_global race_big_bursts;		/* big bursts the resize race took */
@@ -183,7 +183,6 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 		}
 		pops = (x >> 40) % (mode == RACE_LAST_VALUE ? 3 : burst / 4 + 1);
 		grows = q->grows;
-		stolen = READ_ONCE(race_stolen);
 		for (k = zero; k < burst && next < RACE_VALUES && can_loop; k++) {
 			ret = spmc_owned_add(q, RACE_TAG | next);
 			if (ret == -E2BIG) {
@@ -196,17 +195,17 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 			if (ret)
 				return ret;
 			next++;
-			/* Once it grew, go on only after a thief stole from it. */
+			/* Once it grew, go on only after a thief stole from it: after the grow. */
 			if (big_now && !resized_racing && q->grows != grows) {
+				stolen = READ_ONCE(race_stolen);
 				if (wait_for(&race_stolen, stolen + 1)) {
 					arena_stderr("owner: no steal while resizing");
 					return -ETIMEDOUT;
 				}
 				resized_racing = true;
+				race_grows_racing++;
 			}
 		}
-		if (q->grows != grows && READ_ONCE(race_stolen) != stolen)
-			race_grows_racing++;
 		WRITE_ONCE(race_slow, 0);	/* unconditional: a flag less to keep */
 		if (!waited) {
 			if (wait_for(&race_stolen, 1)) {
@@ -378,8 +377,8 @@ static __noinline int race_fini(const char *name, u32 mode, u32 nr_cpus)
 	arena_stdout("%s: %u values, %llu exactly once; stolen %llu (%llu %llu %llu), owner %llu",
 		     name, RACE_VALUES, once, stolen, race_taken[1], race_taken[2],
 		     race_taken[3], race_taken[0]);
-	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, bursts that "
-		     "grew it while thieves stole %llu of %llu big; full %llu", name, cpus,
+	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, grows a steal "
+		     "followed %llu (in %llu big bursts); full %llu", name, cpus,
 		     race_lost[0] + race_lost[1] + race_lost[2] + race_lost[3], race_lost[0],
 		     race_grows, race_grows_racing, race_big_bursts, race_full);
 	race_total_values += RACE_VALUES;

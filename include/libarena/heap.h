@@ -92,10 +92,10 @@
 #define HEAP_RESERVE_NESTED	1	/* nesting levels, once they have been used */
 #define HEAP_HIGH_WATER		4	/* x the target: beyond it, to the pool */
 #define HEAP_POLL_NS		5000000	/* the maintenance timer's period */
-/* Longest wait for a walk that holds the pool (its CPU may be the waiter's, under it). */
-#define HEAP_POOL_WAIT_NS	500000
-/* Longest wait of a maintenance pass for the one under way, before it runs alongside. */
-#define HEAP_MAINTAIN_WAIT_NS	200000000
+/* Longest wait for a walk that holds the pool on another CPU (a pass takes ~50 us). */
+#define HEAP_POOL_WAIT_NS	200000
+/* Longest wait of a maintenance pass for one under way elsewhere, before it runs too. */
+#define HEAP_MAINTAIN_WAIT_NS	50000000
 /*
  * How long a spare must stay unused before its pages go back to the kernel: a span in
  * the pool since its release, or a reserve's spans beyond the target while its heap took
@@ -201,6 +201,7 @@ struct arena_heap {
 	u64 reserve_in[HEAP_KINDS];	/* from maintenance: span + 1 | count << 32 */
 	u64 revived;			/* from remote freers: span + 1 */
 	u32 parked_nr;		/* objects on it */
+	u32 pool_held;		/* level 0 only: pool walks under way on this CPU */
 	/*
 	 * Maintenance only: the heap has taken no span from its reserves since quiet_since
 	 * (ms clock; quiet_taken is stats.spans_taken then). Spares beyond the target leave
@@ -259,11 +260,12 @@ struct arena_heap_global {
 	/*
 	 * Walks under way that hold spans out of sight (the pool taken whole, a reserve
 	 * being shed): an owner that finds nothing meanwhile waits for them to end, up to
-	 * HEAP_POOL_WAIT_NS, rather than fail while spans are in transit.
+	 * HEAP_POOL_WAIT_NS, rather than fail while spans are in transit (not for one on
+	 * its own CPU: that one is under it and cannot end first).
 	 */
 	u32 pool_holders;
 	u32 pool_waits;			/* owners that waited for such a walk */
-	u32 maintaining;		/* a maintenance pass runs: the next one waits */
+	u32 maintaining;		/* CPU + 1 of the pass under way: the next one waits */
 	u32 maintain_overlaps;		/* passes that waited HEAP_MAINTAIN_WAIT_NS in vain */
 };
 
