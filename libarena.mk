@@ -103,7 +103,10 @@ EXAMPLE_BINS := $(patsubst $(LIBARENA_DIR)/examples/%.c,$(OUTPUT)/examples/%, \
 # The tree's own scx_simple, built by the tree's own Makefile, for the scheduler demo
 # to compare with.
 EXAMPLE_BINS += $(if $(SCHED_EXT),$(if $(KSRC),$(OUTPUT)/examples/scx_simple))
-SCX_LLVM := $(or $(patsubst clang%,%,$(notdir $(CLANG))),1)
+# Its Makefile needs a whole LLVM toolchain (clang, ld.lld, llvm-ar) of one version:
+# make deps installs it for 22 only, and scx_simple is the baseline, not our code, so
+# every cell builds it with 22.
+SCX_LLVM ?= -22
 # The sanitizer build of the schedulers: their test runs it too.
 ASAN_EXAMPLE_OBJS := $(patsubst %,$(OUTPUT)/asan/examples/%.bpf.o,$(filter scx_%,$(EXAMPLE_NAMES)))
 

@@ -253,24 +253,24 @@ static __always_inline struct arena_heap __arena *cpu_heap(u32 cpu)
 	return h;
 }
 
-static __always_inline void pool_hold_count(int d)
+/* h0: the walker's CPU's level-0 heap, or NULL when that CPU has none. */
+static __always_inline void pool_hold_count(struct arena_heap __arena *h0, int d)
 {
-	struct arena_heap __arena *h = cpu_heap(bpf_get_smp_processor_id());
-
 	atomic_add(&arena_heap_global.pool_holders, d);
 	/* Per CPU too: a waiter on this CPU interrupted the walk and must not wait. */
-	if (h)
-		atomic_add(&h->pool_held, d);
+	if (h0)
+		atomic_add(&h0->pool_held, d);
 }
 
+/* Maintenance's walks: on whichever CPU they run. */
 static __always_inline void pool_hold(void)
 {
-	pool_hold_count(1);
+	pool_hold_count(cpu_heap(bpf_get_smp_processor_id()), 1);
 }
 
 static __always_inline void pool_unhold(void)
 {
-	pool_hold_count(-1);
+	pool_hold_count(cpu_heap(bpf_get_smp_processor_id()), -1);
 }
 
 /* The pool whole, for a walk: pool_unhold() once what is left is back. */
@@ -335,20 +335,48 @@ static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 }
 
 /*
+ * The owner found the pool empty (its reserve, too). If walks on other CPUs hold spans
+ * out of sight, wait for them to end: 1 when they did (look again), 0 when none was
+ * under way, one is under way on this CPU (interrupted by us: it cannot end first), or
+ * HEAP_POOL_WAIT_NS passed first. h0: the owner's level-0 heap.
+ */
+static __always_inline int pool_wait(struct arena_heap __arena *h0)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 start;
+	u32 i;
+
+	if (!READ_ONCE(g->pool_holders) || READ_ONCE(h0->pool_held))
+		return 0;
+	atomic_add(&g->pool_waits, 1);
+	start = bpf_ktime_get_ns();
+	for (i = zero; i < (1u << 20) && can_loop; i++) {
+		if (!READ_ONCE(g->pool_holders))
+			return 1;
+		if (bpf_ktime_get_ns() - start > HEAP_POOL_WAIT_NS)
+			break;
+	}
+	return 0;
+}
+
+/*
  * The owner's way into the pool when its reserves are empty: one whole span of the
  * kind, the rest back in its order. A loop with little state, so that the verifier
  * checks it cheaply at every allocation path of every program. Its index + 1, or 0.
  */
-static __always_inline u32 pool_pop(u32 kind)
+static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 {
+	struct arena_heap __arena *h0 = heap_at(h->id / HEAP_LEVELS * HEAP_LEVELS);
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 head, s, next, prev = 0, found = 0, trim, i, n;
 	struct arena_heap_span __arena *sp;
 	u64 r;
 
-	if (!READ_ONCE(g->release))
+	/* Empty, or taken whole by a walk: once that walk ends, look again. */
+	if (!READ_ONCE(g->release) && !(pool_wait(h0) && READ_ONCE(g->release)))
 		return 0;
-	r = pool_grab();
+	pool_hold_count(h0, 1);
+	r = xchg(&g->release, 0);
 	head = (u32)r;
 	n = (r >> 32) & HEAP_REMOTE_COUNT;
 	s = head;
@@ -375,7 +403,7 @@ static __always_inline u32 pool_pop(u32 kind)
 	if (head && prev && !stack_push_chain(&g->release, head, &span_desc(prev - 1)->link,
 					       n > !!found ? n - !!found : 1))
 		atomic_add(&g->lost_spans, 1);
-	pool_unhold();
+	pool_hold_count(h0, -1);
 	if (found) {
 		sp = span_desc(found - 1);
 		sp->state = HEAP_SPAN_RESERVE;
@@ -610,32 +638,6 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 	return s;
 }
 
-/*
- * The owner found neither a reserve span nor a pool span. If walks on other CPUs hold
- * spans out of sight, wait for them to end: 1 when they did (look again), 0 when none
- * was under way, one is under way on this CPU (interrupted by us: it cannot end first),
- * or HEAP_POOL_WAIT_NS passed first.
- */
-static __always_inline int pool_wait(struct arena_heap __arena *h)
-{
-	struct arena_heap_global __arena *g = &arena_heap_global;
-	struct arena_heap __arena *h0 = heap_at(h->id / HEAP_LEVELS * HEAP_LEVELS);
-	u64 start;
-	u32 i;
-
-	if (!READ_ONCE(g->pool_holders) || READ_ONCE(h0->pool_held))
-		return 0;
-	atomic_add(&g->pool_waits, 1);
-	start = bpf_ktime_get_ns();
-	for (i = zero; i < (1u << 20) && can_loop; i++) {
-		if (!READ_ONCE(g->pool_holders))
-			return 1;
-		if (bpf_ktime_get_ns() - start > HEAP_POOL_WAIT_NS)
-			break;
-	}
-	return 0;
-}
-
 /* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
 static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
@@ -645,13 +647,7 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 
 	s = reserve_pop(h, kind);
 	if (!s)
-		s = pool_pop(kind);
-	/* Nothing in sight: a walk may hold spans in transit; once it ends, look again. */
-	if (!s && pool_wait(h)) {
-		s = reserve_pop(h, kind);
-		if (!s)
-			s = pool_pop(kind);
-	}
+		s = pool_pop(h, kind);
 	if (!s) {
 		h->stats.shortfalls++;
 		WRITE_ONCE(g->want, 1);
