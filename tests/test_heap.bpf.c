@@ -523,7 +523,7 @@ int test_heap_sleepable_no_target(struct arena_test_ctx *ctx)
 {
 	struct arena_heap_global __arena *g = glob();
 	u32 small = g->reserve[0], medium = g->reserve[1], i, n = zero;
-	u64 __arena *obj, *p;
+	u64 __arena *obj = NULL, *p;	/* NULL: clang 19 reads it even if no round ran */
 	u64 list = 0, next;
 	bool drained;
 	int err = 0;
