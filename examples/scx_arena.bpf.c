@@ -98,12 +98,17 @@ static __always_inline bool vtime_before(u64 a, u64 b)
 	return (s64)(a - b) < 0;
 }
 
-/* Whether p may run on cpu now (dispatching it to cpu's local DSQ otherwise is an error). */
+/*
+ * Whether p can go straight to cpu's local DSQ. Only when it is on cpu's runqueue: ops.dispatch
+ * holds that runqueue's lock, so p cannot move or be requeued before the dispatch is done. A
+ * task on another runqueue can be requeued there between our checks and the dispatch (a
+ * migration-disabled preemption, an affinity change), and 6.12 ends the scheduler when such a
+ * move is asked for; it goes to the global DSQ instead, which the kernel consumes right after
+ * ops.dispatch, checking migration and affinity under both runqueue locks.
+ */
 static __always_inline bool runs_on(struct task_struct *p, s32 cpu)
 {
-	if (scx_bpf_task_cpu(p) == cpu)
-		return true;
-	return !p->migration_disabled && bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
+	return scx_bpf_task_cpu(p) == cpu;
 }
 
 s32 BPF_STRUCT_OPS(arena_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -220,8 +225,9 @@ void BPF_STRUCT_OPS(arena_dequeue, struct task_struct *p, u64 deq_flags)
 }
 
 /*
- * Dispatch the task of entry e to this CPU, or to the global DSQ when it may not run
- * here. 1 when a task went, 0 for a stale entry (the task left the queue or is gone).
+ * Dispatch the task of entry e to this CPU, through the global DSQ when it is on another
+ * runqueue (see runs_on). 1 when a task went, 0 for a stale entry (the task left the queue
+ * or is gone).
  */
 static __noinline int dispatch_entry(u64 e, u32 cpu)
 {
@@ -233,10 +239,12 @@ static __noinline int dispatch_entry(u64 e, u32 cpu)
 		return 0;
 	c = ctx_of(p);
 	if (c && c->gen == e >> 32) {
-		if (runs_on(p, cpu))
+		if (runs_on(p, cpu)) {
 			scx_bpf_dispatch(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, 0);
-		else
+		} else {
 			scx_bpf_dispatch(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, 0);
+			cpu_stats(cpu)->moved++;
+		}
 		ret = 1;
 	}
 	bpf_task_release(p);

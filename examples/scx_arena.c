@@ -395,6 +395,7 @@ static void sum_stats(const struct scx_arena_stats *st, struct scx_arena_cpu_sta
 		sum->to_global += p->to_global;
 		sum->stale += p->stale;
 		sum->kicks += p->kicks;
+		sum->moved += p->moved;
 	}
 }
 
@@ -406,10 +407,10 @@ static void print_stats(struct sched *s, const char *prefix)
 
 	sum_stats(s->stats, &t);
 	printf("%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu "
-	       "(missed %llu), global %llu, stale %llu, kicks %llu; contexts %llu made, "
+	       "(missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, "
 	       "%llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
 	       prefix, t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
-	       t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
+	       t.moved, t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
 	       s->stats->ctx_failures, out, g ? (unsigned long long)g->pages_mapped : 0);
 	fflush(stdout);
 }

@@ -17,7 +17,8 @@ struct scx_arena_cpu_stats {
 	__u64 to_global;	/* fallbacks to the global DSQ: no context, no room, not here */
 	__u64 stale;		/* entries of tasks that left the queue meanwhile: dropped */
 	__u64 kicks;		/* idle CPUs woken to come and steal */
-	__u64 pad[7];		/* a CPU's counters on cache lines of their own */
+	__u64 moved;		/* dispatched tasks of another runqueue: via the global DSQ */
+	__u64 pad[6];		/* a CPU's counters on cache lines of their own */
 };
 
 struct scx_arena_stats {
