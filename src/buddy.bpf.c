@@ -12,8 +12,7 @@
 			     apply_to = function)
 #endif
 
-#define LOCK_SPINS		(1 << 23)
-#define LOCK_TIMEOUT_NS		(250 * 1000 * 1000ull)	/* as the kernel's rqspinlock */
+#define LOCK_SPINS		(1 << 23)	/* waits for the default allocator's set-up */
 #define CLAIM_TRIES		8
 #define RUN_MAX_PAGES		(64u << 8)	/* 64 MiB */
 #define RUNS_MAX		65536		/* bound on walking a run list */
@@ -81,33 +80,18 @@ static __always_inline u32 size_to_order(u64 size)
 	return arena_fls(units - 1);
 }
 
+/* The allocator's lock (libarena/spinlock.h): fair, and a waiter that gives up loses nothing. */
 static __always_inline int buddy_lock(struct buddy __arena *b)
 {
-	u64 deadline = 0;
-	int i;
-
-	bpf_preempt_disable();
-	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
-		if (!READ_ONCE(b->lock) && cmpxchg(&b->lock, 0, 1) == 0)
-			return 0;
-		arena_cpu_relax();
-		/* A holder's vCPU may be descheduled by the host: bound by time. */
-		if (i % 256 == 255) {
-			if (!deadline)
-				deadline = bpf_ktime_get_ns() + LOCK_TIMEOUT_NS;
-			else if (bpf_ktime_get_ns() > deadline)
-				break;
-		}
-	}
-	bpf_preempt_enable();
+	if (!arena_spin_lock(&b->lock))
+		return 0;
 	atomic_add(&b->stats.lock_timeouts, 1);
 	return -ETIMEDOUT;
 }
 
 static __always_inline void buddy_unlock(struct buddy __arena *b)
 {
-	smp_store_release(&b->lock, 0);
-	bpf_preempt_enable();
+	arena_spin_unlock(&b->lock);
 }
 
 /* A free block of this order that b may touch: anything else is corruption. */
@@ -622,7 +606,8 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
 		return -EBUSY;
 	}
-	b->lock = 0;
+	b->lock.state = 0;
+	b->lock.next = b->lock.timeouts = 0;
 	b->max_chunks = 0;
 	b->lazy_mask = 0;
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++) {

@@ -428,9 +428,9 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	q = (u64)buddy_alloc(&tb, 64);
 	ARENA_ASSERT(p && q);
 	used = blocks_in_use(&tb);
-	tb.lock = 1;
+	tb.lock.next++;			/* a ticket held by someone else */
 	ret = buddy_free(&tb, (void __arena *)p);
-	tb.lock = 0;
+	__arena_spin_release(&tb.lock);	/* which lets go, skipping the ticket given up */
 	ARENA_ASSERT_EQ(ret, 0);
 	ARENA_ASSERT_EQ(tb.stats.lock_timeouts, 1);
 	ARENA_ASSERT_EQ(tb.stats.deferred_frees, 1);
@@ -442,9 +442,9 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(blocks_in_use(&tb), used - 2);
 	ARENA_ASSERT_EQ(tb.stats.bad_calls, 0);
 	/* Only a block that looks allocated is deferred: not a second free of p. */
-	tb.lock = 1;
+	tb.lock.next++;
 	again = buddy_free(&tb, (void __arena *)p);
-	tb.lock = 0;
+	__arena_spin_release(&tb.lock);
 	ARENA_ASSERT_EQ(again, -ETIMEDOUT);
 	ARENA_ASSERT_EQ(tb.stats.deferred_frees, 1);
 	ARENA_ASSERT_EQ(tb.deferred, 0);

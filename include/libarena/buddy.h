@@ -66,6 +66,7 @@
 #define __LIBARENA_BUDDY_H
 
 #include <libarena/common.h>
+#include <libarena/spinlock.h>
 
 #define BUDDY_MIN_SHIFT		4			/* 16-byte blocks */
 #define BUDDY_MIN_SIZE		(1u << BUDDY_MIN_SHIFT)
@@ -118,10 +119,9 @@ struct buddy_stats {
 };
 
 struct buddy {
-	u32 lock;
+	arena_spinlock_t lock;
 	u32 magic;				/* BUDDY_MAGIC while initialised */
 	u32 max_chunks;				/* 0: no limit; set after buddy_init */
-	u32 pad;
 	u64 free_head[BUDDY_ORDERS];		/* user address of the first free block */
 	u64 runs;				/* user address of the first run header */
 	u64 period_peak;			/* most chunks in use in this period */

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libarena spin lock: a ticket lock in arena memory whose waiters may give up.
+ *
+ *   arena_spin_lock(lock)               take it. 0, with preemption disabled until the
+ *                                       unlock; -ETIMEDOUT after ARENA_SPIN_TIMEOUT_NS,
+ *                                       with nothing held and nothing left behind
+ *   arena_spin_lock_timeout(lock, ns)   the same, giving up after ns
+ *   arena_spin_trylock(lock)            take it only if it is free and nobody waits: 0 as
+ *                                       above, or -EBUSY
+ *   arena_spin_unlock(lock)             hand it to the next waiter in line
+ *   arena_spin_timeouts(lock)           how many waits on lock gave up so far
+ *   arena_spin_is_locked(lock)          a snapshot: held or waited for
+ *
+ * A zeroed arena_spinlock_t (ARENA_SPINLOCK_INIT) is unlocked: locks need no set-up and
+ * no teardown, and may sit anywhere in arena memory (16 bytes, 8-byte aligned).
+ *
+ * Fair: lockers take numbered tickets and are served in ticket order, so no CPU waits
+ * behind a faster one forever, whatever the machine's atomics favour (TCG's favour the
+ * CPU that last wrote). At most ARENA_SPIN_QUEUE tickets are out at once (the holder's
+ * included); a locker that finds them all out waits for one with the others, unordered.
+ *
+ * Bounded: a waiter gives up after its timeout, or sooner when the verifier's loop budget
+ * for the call runs out (ARENA_SPIN_MAX_SPINS). Giving up costs nobody anything: the
+ * waiter marks its ticket in the same word as the ticket being served, in one atomic
+ * add, and whoever hands the lock on skips marked tickets. If the lock reached the waiter
+ * just before it marked, it takes the mark back and holds the lock after all (0). Only a
+ * holder that never lets go (a bug, or user space writing over the lock) makes every
+ * waiter time out; none spins longer than its timeout.
+ *
+ * Rules (as for the kernel's spin locks): the holder runs with preemption disabled, so it
+ * is not preempted, and 6.12's verifier rejects a program that leaves it held or takes
+ * a global function call while holding it: a critical section calls static or inline
+ * code only. A lock is not recursive: taking it twice on one CPU times out. An interrupt
+ * context program (a tracing program in hardirq or NMI) that waits for a lock its CPU's
+ * task holds times out too (6.12 has no bpf_local_irq_save to keep interrupts out), so
+ * share a lock with such programs only if a timeout is an answer they can use.
+ *
+ * Memory ordering: taking the lock is an acquire (the holder sees everything the previous
+ * holder wrote: the waiter's load of the served ticket is ordered before the section on
+ * TSO, and the trylock's compare-and-swap is a full barrier); letting go is a release
+ * (a compare-and-swap, a full barrier, after the section's stores).
+ *
+ * Everything is inline or static: a lock is taken with preemption disabled, and 6.12
+ * allows no global function call there. The wait and the hand-over with waiters marked
+ * are static __noinline functions, each with a loop budget of its own: taking a lock
+ * costs one call frame (ARENA_SPIN_FRAMES) below the caller.
+ */
+#ifndef __LIBARENA_SPINLOCK_H
+#define __LIBARENA_SPINLOCK_H
+
+#include <libarena/common.h>
+
+#define ARENA_SPIN_QUEUE	32	/* tickets out at once: one mark bit each */
+#define ARENA_SPIN_TIMEOUT_NS	(250ull * 1000 * 1000)	/* as the kernel's rqspinlock */
+#define ARENA_SPIN_MAX_SPINS	(1u << 22)	/* half the verifier's loop budget of a call */
+#define ARENA_SPIN_CLOCK_SPINS	64	/* spins between reads of the clock */
+#define ARENA_SPIN_FRAMES	1	/* call frames a lock or an unlock takes below the caller */
+
+struct arena_spinlock {
+	/*
+	 * Low 32 bits: the ticket being served (its holder has the lock; the lock is free when
+	 * it equals next). Bit 32 + (t % ARENA_SPIN_QUEUE): ticket t gave up waiting.
+	 */
+	u64 state;
+	u32 next;		/* the next ticket to hand out */
+	u32 timeouts;		/* waits that gave up */
+};
+
+typedef struct arena_spinlock arena_spinlock_t;
+
+#define ARENA_SPINLOCK_INIT	{ 0 }
+
+/* User space sees the lock (its counter); the calls are for BPF and the host build. */
+#if defined(__BPF__) || defined(__LIBARENA_HOST_SHIM_H)
+
+/*
+ * The sanitizer's checks are global functions, which 6.12 does not allow with preemption
+ * disabled: the lock's own accesses are not instrumented, and a critical section in a
+ * sanitizer build must not be either (mark its function __noasan).
+ */
+#ifdef __BPF__
+#define __arena_spin_code __attribute__((no_sanitize("kernel-address")))
+#else
+#define __arena_spin_code
+#endif
+
+static __always_inline __arena_spin_code u64 __arena_spin_mark(u32 ticket)
+{
+	return 1ull << (32 + ticket % ARENA_SPIN_QUEUE);
+}
+
+/* The state once the served ticket is done: the next ticket not marked, marks cleared. */
+static __always_inline __arena_spin_code u64 __arena_spin_passed(u64 state)
+{
+	u32 served = (u32)state + 1;
+	u32 i;
+
+	for (i = zero; i < ARENA_SPIN_QUEUE && can_loop; i++) {
+		if (!(state & __arena_spin_mark(served)))
+			break;
+		state &= ~__arena_spin_mark(served);
+		served++;
+	}
+	return (state & ~0xffffffffull) | served;
+}
+
+/*
+ * Hand the lock on when the first attempt met a waiter's mark. Each failed swap is one more
+ * waiter marking its ticket, and at most ARENA_SPIN_QUEUE are out: a fresh loop budget
+ * (this function's own) is far more than it needs.
+ */
+static __noinline __arena_spin_code void
+__arena_spin_pass_marked(arena_spinlock_t __arena *lock, u64 state)
+{
+	u64 old;
+
+	arena_subprog_init();
+	while (can_loop) {
+		old = cmpxchg(&lock->state, state, __arena_spin_passed(state));
+		if (old == state)
+			break;
+		state = old;
+	}
+}
+
+/* Let go without touching preemption: arena_spin_unlock, and tests that play a holder. */
+static __always_inline __arena_spin_code void
+__arena_spin_release(arena_spinlock_t __arena *lock)
+{
+	u64 state = READ_ONCE(lock->state), old;
+
+	if (!(state >> 32)) {
+		old = cmpxchg(&lock->state, state, (u32)(state + 1));
+		if (old == state)
+			return;
+		state = old;
+	}
+	__arena_spin_pass_marked(lock, state);
+}
+
+/*
+ * Wait for a ticket, then for our turn, until timeout_ns or the spins run out. 0 with the
+ * lock held; -ETIMEDOUT with no ticket or with ours marked. Preemption is disabled.
+ */
+static __noinline __arena_spin_code int
+__arena_spin_wait(arena_spinlock_t __arena *lock, u64 timeout_ns)
+{
+	u64 deadline = 0, now, old;
+	u32 ticket = 0, i;
+	bool queued = false;
+
+	arena_subprog_init();
+	for (i = zero; i < ARENA_SPIN_MAX_SPINS && can_loop; i++) {
+		if (!queued) {
+			ticket = READ_ONCE(lock->next);
+			if (ticket - (u32)READ_ONCE(lock->state) < ARENA_SPIN_QUEUE &&
+			    cmpxchg(&lock->next, ticket, ticket + 1) == ticket)
+				queued = true;
+		}
+		/* x86-64 keeps this load before the section's accesses: an acquire. */
+		if (queued && (u32)smp_load_acquire(&lock->state) == ticket)
+			return 0;
+		if (i % ARENA_SPIN_CLOCK_SPINS == ARENA_SPIN_CLOCK_SPINS - 1) {
+			now = bpf_ktime_get_ns();
+			if (!deadline)
+				deadline = now + timeout_ns;
+			else if (now > deadline)
+				break;
+		}
+		arena_cpu_relax();
+	}
+	if (queued) {
+		/* The slot is ours alone: no ticket ARENA_SPIN_QUEUE apart is out with ours. */
+		old = atomic_fetch_add(&lock->state, __arena_spin_mark(ticket));
+		if ((u32)old == ticket) {
+			/* Served before the mark went in: the lock is ours. */
+			atomic_add(&lock->state, -__arena_spin_mark(ticket));
+			return 0;
+		}
+	}
+	atomic_add(&lock->timeouts, 1);
+	return -ETIMEDOUT;
+}
+
+/* Take the lock if it is free and nobody waits, without disabling preemption. */
+static __always_inline __arena_spin_code bool
+__arena_spin_take_free(arena_spinlock_t __arena *lock)
+{
+	u32 ticket = READ_ONCE(lock->next);
+
+	/*
+	 * Served == next: free. The swap then makes ticket ours, and it is being served. The
+	 * acquire pairs with the last holder's hand-over.
+	 */
+	return (u32)smp_load_acquire(&lock->state) == ticket &&
+	       cmpxchg(&lock->next, ticket, ticket + 1) == ticket;
+}
+
+static __always_inline __arena_spin_code int
+arena_spin_lock_timeout(arena_spinlock_t __arena *lock, u64 timeout_ns)
+{
+	int ret;
+
+	bpf_preempt_disable();
+	if (__arena_spin_take_free(lock))
+		return 0;
+	ret = __arena_spin_wait(lock, timeout_ns);
+	if (ret)
+		bpf_preempt_enable();
+	return ret;
+}
+
+static __always_inline __arena_spin_code int arena_spin_lock(arena_spinlock_t __arena *lock)
+{
+	return arena_spin_lock_timeout(lock, ARENA_SPIN_TIMEOUT_NS);
+}
+
+static __always_inline __arena_spin_code int arena_spin_trylock(arena_spinlock_t __arena *lock)
+{
+	bpf_preempt_disable();
+	if (__arena_spin_take_free(lock))
+		return 0;
+	bpf_preempt_enable();
+	return -EBUSY;
+}
+
+static __always_inline __arena_spin_code void arena_spin_unlock(arena_spinlock_t __arena *lock)
+{
+	__arena_spin_release(lock);
+	bpf_preempt_enable();
+}
+
+static __always_inline __arena_spin_code u32 arena_spin_timeouts(arena_spinlock_t __arena *lock)
+{
+	return READ_ONCE(lock->timeouts);
+}
+
+static __always_inline __arena_spin_code bool
+arena_spin_is_locked(arena_spinlock_t __arena *lock)
+{
+	return (u32)READ_ONCE(lock->state) != READ_ONCE(lock->next);
+}
+
+#endif /* __BPF__ || __LIBARENA_HOST_SHIM_H */
+
+#endif /* __LIBARENA_SPINLOCK_H */
