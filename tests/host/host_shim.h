@@ -16,6 +16,21 @@ extern FILE *host_log_file;
 /* A descheduled lock holder would make spinners time out: yield instead. */
 #define arena_cpu_relax() sched_yield()
 
+/* Before the library's headers: inline code there (the spin lock) calls these. */
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t bpf_ktime_get_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static inline void bpf_preempt_disable(void) { }
+static inline void bpf_preempt_enable(void) { }
+
 #include <libarena/common.h>
 
 /* Tests make threads stand for CPUs by setting host_cpu (check.h). */
@@ -163,15 +178,5 @@ static inline void bpf_arena_free_pages(void *map, void *addr, u32 pages)
 		munmap(addr, len);
 }
 
-static inline u64 bpf_ktime_get_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static inline void bpf_preempt_disable(void) { }
-static inline void bpf_preempt_enable(void) { }
 
 #endif

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The bounded MPMC queue. include/libarena/mpmcq.h states the API, the design and the
+ * memory ordering.
+ *
+ * Positions only grow (u64: they do not wrap in practice); position p lives in cell
+ * p & mask. With c = capacity, a cell's seq is p when it waits for the push of p,
+ * p + 1 once that push is published, and p + c once the pop of p handed it on.
+ */
+#include <libarena/mpmcq.h>
+
+#define CHECK_QUEUE(fn, q)							\
+	do {									\
+		arena_subprog_init();						\
+		if (!(q) || (q)->magic != MPMCQ_MAGIC) {			\
+			arena_stderr(fn ": %llx is not a live queue", (u64)(q));	\
+			return -EINVAL;						\
+		}								\
+	} while (0)
+
+__weak u64 mpmcq_create_addr(u32 capacity)
+{
+	struct mpmcq_cell __arena *cells;
+	struct mpmcq __arena *q;
+	u32 size = 2, i;
+
+	if (!capacity || capacity > MPMCQ_MAX_CAPACITY) {
+		arena_stderr("mpmcq_create: capacity %u is not 1 .. %u", capacity,
+			     MPMCQ_MAX_CAPACITY);
+		return 0;
+	}
+	while (size < capacity && can_loop)
+		size <<= 1;
+	q = arena_malloc(sizeof(*q));
+	cells = arena_malloc((u64)size * sizeof(*cells));
+	if (!q || !cells) {
+		arena_stderr("mpmcq_create: out of memory for %u values", size);
+		arena_free(cells);
+		arena_free(q);
+		return 0;
+	}
+	for (i = zero; i < size && can_loop; i++) {
+		cells[i].seq = i;
+		cells[i].val = 0;
+	}
+	if (i != size) {
+		arena_free(cells);
+		arena_free(q);
+		return 0;
+	}
+	arena_memset(q, 0, sizeof(*q));
+	q->cells = cells;
+	q->mask = size - 1;
+	/* The cells are ready before the queue can be found live. */
+	smp_store_release(&q->magic, MPMCQ_MAGIC);
+	return (u64)q;
+}
+
+__weak int mpmcq_destroy(struct mpmcq __arena *q __arg_arena)
+{
+	CHECK_QUEUE("mpmcq_destroy", q);
+	q->magic = 0;
+	arena_free(q->cells);
+	q->cells = NULL;
+	return arena_free(q);
+}
+
+__weak int mpmcq_push(struct mpmcq __arena *q __arg_arena, u64 val)
+{
+	struct mpmcq_cell __arena *cell;
+	u64 pos, seq, mask, seen;
+	s64 diff;
+
+	CHECK_QUEUE("mpmcq_push", q);
+	mask = q->mask;
+	pos = READ_ONCE(q->tail);
+	while (can_loop) {
+		cell = &q->cells[pos & mask];
+		seq = smp_load_acquire(&cell->seq);
+		diff = (s64)(seq - pos);
+		if (diff == 0) {
+			seen = cmpxchg(&q->tail, pos, pos + 1);
+			if (seen == pos) {
+				WRITE_ONCE(cell->val, val);
+				smp_store_release(&cell->seq, pos + 1);
+				return 0;
+			}
+			pos = seen;		/* another producer took pos */
+		} else if (diff < 0) {
+			/* The cell still holds the value of position pos - capacity. */
+			return -ENOSPC;
+		} else {
+			seen = READ_ONCE(q->tail);
+			if (seen == pos) {
+				arena_stderr("mpmcq_push: queue %llx is broken: tail %llu, cell seq %llu",
+					     (u64)q, pos, seq);
+				return -EFAULT;
+			}
+			pos = seen;
+		}
+	}
+	return -EAGAIN;
+}
+
+__weak int mpmcq_pop(struct mpmcq __arena *q __arg_arena, u64 *val)
+{
+	struct mpmcq_cell __arena *cell;
+	u64 pos, seq, mask, seen, v;
+	s64 diff;
+
+	CHECK_QUEUE("mpmcq_pop", q);
+	if (!val) {
+		arena_stderr("mpmcq_pop: NULL val");
+		return -EINVAL;
+	}
+	mask = q->mask;
+	pos = READ_ONCE(q->head);
+	while (can_loop) {
+		cell = &q->cells[pos & mask];
+		seq = smp_load_acquire(&cell->seq);
+		diff = (s64)(seq - (pos + 1));
+		if (diff == 0) {
+			seen = cmpxchg(&q->head, pos, pos + 1);
+			if (seen == pos) {
+				v = READ_ONCE(cell->val);
+				/* The value is read before the cell goes to the next lap. */
+				smp_store_release(&cell->seq, pos + mask + 1);
+				*val = v;
+				return 0;
+			}
+			pos = seen;		/* another consumer took pos */
+		} else if (diff < 0) {
+			/* Position pos is not pushed (or not yet published). */
+			return -ENOENT;
+		} else {
+			seen = READ_ONCE(q->head);
+			if (seen == pos) {
+				arena_stderr("mpmcq_pop: queue %llx is broken: head %llu, cell seq %llu",
+					     (u64)q, pos, seq);
+				return -EFAULT;
+			}
+			pos = seen;
+		}
+	}
+	return -EAGAIN;
+}
+
+__weak int mpmcq_count(struct mpmcq __arena *q __arg_arena)
+{
+	u64 head, tail, cap;
+
+	CHECK_QUEUE("mpmcq_count", q);
+	cap = q->mask + 1;
+	head = READ_ONCE(q->head);
+	tail = READ_ONCE(q->tail);
+	if ((s64)(tail - head) <= 0)
+		return 0;
+	return tail - head > cap ? (int)cap : (int)(tail - head);
+}
+
+__weak int mpmcq_capacity(struct mpmcq __arena *q __arg_arena)
+{
+	CHECK_QUEUE("mpmcq_capacity", q);
+	return (int)(q->mask + 1);
+}
