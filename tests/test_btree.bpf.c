@@ -16,14 +16,6 @@
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
-static __always_inline u64 next_rand(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* Objects the default allocator has out: every node must come back. */
 static __noinline s64 blocks_out(void)
 {
@@ -254,9 +246,9 @@ __weak int model_op(struct btree __arena *bt __arg_arena, u64 *x, u64 *live, boo
 
 	if (!x || !live)
 		return -EINVAL;
-	r = next_rand(x) % 100;
-	k = next_rand(x) & (MODEL_KEYS - 1);
-	v = next_rand(x);
+	r = arena_test_rand(x) % 100;
+	k = arena_test_rand(x) & (MODEL_KEYS - 1);
+	v = arena_test_rand(x);
 	if (r < (grow ? 50 : 20)) {
 		bool update = v & 1;
 

@@ -16,14 +16,6 @@ struct buddy __arena_global tb2;
 u64 __arena_global ptrs[NR_PTRS];
 u64 __arena_global sizes[NR_PTRS];
 
-static __always_inline u64 next_rand(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* A fresh allocator whatever earlier tests left behind. */
 static __noinline int fresh(struct buddy __arena *b)
 {
@@ -227,7 +219,7 @@ int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(fresh(&tb), 0);
 	for (i = zero; i < NR_PTRS && can_loop; i++) {
 		/* Mostly small, some up to 64 KiB: several chunks get used. */
-		size = 1 + next_rand(&x) % ((next_rand(&x) & 7) ? 512 : 65536);
+		size = 1 + arena_test_rand(&x) % ((arena_test_rand(&x) & 7) ? 512 : 65536);
 		sizes[i & (NR_PTRS - 1)] = size;
 		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc(&tb, size);
 		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
@@ -237,7 +229,7 @@ int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(held >= 2);
 	/* A random permutation of the frees. */
 	for (i = zero; i < NR_PTRS && can_loop; i++) {
-		j = i + next_rand(&x) % (NR_PTRS - i);
+		j = i + arena_test_rand(&x) % (NR_PTRS - i);
 		t = ptrs[i & (NR_PTRS - 1)];
 		ptrs[i & (NR_PTRS - 1)] = ptrs[j & (NR_PTRS - 1)];
 		ptrs[j & (NR_PTRS - 1)] = t;
@@ -512,7 +504,7 @@ static __noinline int stress(u32 t, u32 seed)
 	for (k = zero; k < STRESS_LIVE && can_loop; k++)
 		stress_ptr[t][k] = 0;
 	for (i = zero; i < STRESS_ROUNDS && can_loop; i++) {
-		k = next_rand(&x) % STRESS_LIVE;
+		k = arena_test_rand(&x) % STRESS_LIVE;
 		p = stress_ptr[t][k];
 		if (p) {
 			if (verify(p, stress_size[t][k], t * 1000 + k))
@@ -522,7 +514,7 @@ static __noinline int stress(u32 t, u32 seed)
 			stress_ptr[t][k] = 0;
 			continue;
 		}
-		size = 1 + next_rand(&x) % ((next_rand(&x) & 15) ? 256 : 16384);
+		size = 1 + arena_test_rand(&x) % ((arena_test_rand(&x) & 15) ? 256 : 16384);
 		p = (u64)buddy_alloc(&stress_b, size);
 		if (!p)
 			return -ENOMEM;

@@ -30,14 +30,6 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 #define NR_PTRS 512
 u64 __arena_global hp[NR_PTRS];
 
-static __always_inline u64 next_rand(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 static __always_inline struct arena_heap_global __arena *glob(void)
 {
 	return (struct arena_heap_global __arena *)arena_heap_global_addr();
@@ -793,7 +785,7 @@ static __noinline int xrun(u32 t)
 		for (k = zero; k < XSLOTS && can_loop; k++) {
 			if (READ_ONCE(xslot[t][k]))
 				continue;
-			size = 16 + (next_rand(&x) % 2048);
+			size = 16 + (arena_test_rand(&x) % 2048);
 			o = arena_malloc_sleepable(size);
 			if (!o) {
 				xbad[t]++;
@@ -877,7 +869,7 @@ static __noinline int srun(u32 t, u32 seed)
 
 	t &= ST - 1;
 	for (r = zero; r < SROUNDS && can_loop; r++) {
-		k = next_rand(&x) % SLIVE;
+		k = arena_test_rand(&x) % SLIVE;
 		p = sptr[t][k];
 		if (p) {
 			if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
@@ -887,7 +879,7 @@ static __noinline int srun(u32 t, u32 seed)
 			sptr[t][k] = 0;
 			continue;
 		}
-		size = 1 + next_rand(&x) % (next_rand(&x) & 1 ? 256 : 16384);
+		size = 1 + arena_test_rand(&x) % (arena_test_rand(&x) & 1 ? 256 : 16384);
 		p = (u64)arena_malloc(size);
 		if (!p)
 			continue;	/* a reserve ran dry: counted, not an error */

@@ -163,9 +163,7 @@ static __noinline __noasan int race_thread(struct arena_test_ctx *ctx, u32 t)
 	if (t >= RACE_THREADS)
 		return -EINVAL;
 	for (r = zero; r < RACE_ROUNDS && can_loop; r++) {
-		seed ^= seed << 13;
-		seed ^= seed >> 7;
-		seed ^= seed << 17;
+		arena_test_rand(&seed);
 		it = &race_items[t][seed % RACE_ITEMS];
 		if (arena_spin_lock(&race_lock)) {
 			race_timeouts++;	/* nothing done: the next round goes on */

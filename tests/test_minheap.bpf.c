@@ -166,9 +166,7 @@ __noasan int test_minheap_random(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(h);
 	model_n = model_seq = 0;
 	for (i = zero; i < MODEL_OPS && can_loop; i++) {
-		seed ^= seed << 13;
-		seed ^= seed >> 7;
-		seed ^= seed << 17;
+		arena_test_rand(&seed);
 		switch ((seed >> 8) % 4) {
 		case 0:
 			key = (seed >> 16) % 8;
@@ -257,9 +255,7 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 		return -EINVAL;
 	for (i = zero; i < RACE_ENTRIES && can_loop; i += 8) {
 		for (j = 0; j < 8; j++) {
-			seed ^= seed << 13;
-			seed ^= seed >> 7;
-			seed ^= seed << 17;
+			arena_test_rand(&seed);
 			/* A lock timeout (a stalled vCPU) is retried: nothing was inserted. */
 			ret = -ETIMEDOUT;
 			while (ret == -ETIMEDOUT && can_loop)

@@ -105,9 +105,7 @@ int test_mpmcq_random(struct arena_test_ctx *ctx)
 	int i, ret;
 
 	for (i = zero; i < MODEL_OPS && can_loop; i++) {
-		seed ^= seed << 13;
-		seed ^= seed >> 7;
-		seed ^= seed << 17;
+		arena_test_rand(&seed);
 		if (!q || seed % 500 == 0) {
 			if (q)
 				ARENA_ASSERT_EQ(mpmcq_destroy(q), 0);

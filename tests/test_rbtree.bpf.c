@@ -10,14 +10,6 @@
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
-static __always_inline u64 next_rand(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* Objects the default allocator has out: every node must come back. */
 static __noinline s64 blocks_out(void)
 {
@@ -390,7 +382,7 @@ static __noinline int walk_matches(struct rbtree __arena *t)
 
 static __noinline int model_op(struct rbtree __arena *t, u64 *x, u64 *live)
 {
-	u64 r = next_rand(x) % 100, k = next_rand(x) % MODEL_KEYS, v = next_rand(x), got = 0;
+	u64 r = arena_test_rand(x) % 100, k = arena_test_rand(x) % MODEL_KEYS, v = arena_test_rand(x), got = 0;
 	u64 gk = 0;
 	int ret;
 
@@ -473,7 +465,7 @@ u64 __arena_global dup_head[DUP_KEYS], dup_tail[DUP_KEYS];
 
 static __noinline int dup_op(struct rbtree __arena *t, u64 *x, u64 seq)
 {
-	u64 r = next_rand(x) % 100, k = next_rand(x) % DUP_KEYS, got = 0;
+	u64 r = arena_test_rand(x) % 100, k = arena_test_rand(x) % DUP_KEYS, got = 0;
 	u64 n = dup_tail[k] - dup_head[k];
 	int ret;
 
@@ -537,7 +529,7 @@ static __noinline int rbtree_large_destroy(struct arena_test_ctx *ctx)
 
 	ARENA_ASSERT(t);
 	for (i = zero; i < 20000 && can_loop; i++)
-		n += rb_insert(t, next_rand(&x) % 1000000, i) == 0;
+		n += rb_insert(t, arena_test_rand(&x) % 1000000, i) == 0;
 	ARENA_ASSERT_EQ(t->nr_nodes, n);
 	ARENA_ASSERT_EQ(rb_integrity_check(t), 0);
 	for (p = t->root; p && depth < RB_MAX_DEPTH && can_loop; p = p->left)

@@ -53,6 +53,7 @@ SEC("syscall")
 int test_spin_lock_unlock(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
+	unsigned long flags;
 	struct seen s = {};
 	int ret;
 
@@ -81,6 +82,14 @@ int test_spin_lock_unlock(struct arena_test_ctx *ctx)
 	ret = arena_spin_trylock(l);
 	ARENA_ASSERT_EQ(ret, 0);
 	arena_spin_unlock(l);
+	/* Upstream's irqsave names take and give it the same way. */
+	flags = 1;
+	ret = arena_spin_lock_irqsave(l, flags);
+	ARENA_ASSERT_EQ(ret, 0);
+	s.locked = arena_spin_is_locked(l);
+	arena_spin_unlock_irqrestore(l, flags);
+	ARENA_ASSERT(s.locked);
+	ARENA_ASSERT_EQ(flags, 0);
 	ARENA_ASSERT_EQ(arena_spin_timeouts(l), 0);
 	ARENA_ASSERT_EQ(marks(l), 0);
 	ARENA_ASSERT_EQ(served(l), l->next);
@@ -266,9 +275,7 @@ static __noinline __noasan int cnt_thread(struct arena_test_ctx *ctx, u32 thread
 		return -EINVAL;
 	cnt_cpu[thread] = bpf_get_smp_processor_id();
 	for (i = zero; i < 4 * CNT_ROUNDS && cnt_done[thread] < CNT_ROUNDS && can_loop; i++) {
-		seed ^= seed << 13;
-		seed ^= seed >> 7;
-		seed ^= seed << 17;
+		arena_test_rand(&seed);
 		timeout = ARENA_SPIN_TIMEOUT_NS;
 		if (thread >= 2 && seed % 8 == 0)
 			timeout = 1000 + seed % 8000;

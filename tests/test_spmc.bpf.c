@@ -10,14 +10,6 @@
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
-static __always_inline u64 next_rand(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 SEC("syscall")
 int test_spmc_empty(struct arena_test_ctx *ctx)
 {
@@ -162,7 +154,7 @@ u64 __arena_global model[MODEL_SLOTS];
 
 static __noinline int model_op(struct spmc __arena *q, u64 *x, u64 *head, u64 *tail, u64 op)
 {
-	u64 r = next_rand(x) % 100, v = 0, want;
+	u64 r = arena_test_rand(x) % 100, v = 0, want;
 	int ret;
 
 	if (r < 50) {

@@ -49,14 +49,6 @@ u64 __arena_global race_big_bursts;		/* big bursts the resize race took */
 u64 __arena_global race_left;			/* spmc_count before destroy */
 u64 __arena_global race_total_values, race_rounds;
 
-static __always_inline u64 next_rand(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* Spin until *p >= want: 1 when it is, 0 when this call's spins ran out. */
 static __noinline int spin_round(u64 __arena *p, u64 want)
 {
@@ -160,7 +152,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 	int ret;
 
 	while (next < RACE_VALUES && can_loop) {
-		next_rand(&x);
+		arena_test_rand(&x);
 		if (mode == RACE_LAST_VALUE)
 			burst = 1 + x % 2;
 		else if (mode == RACE_RESIZE)

@@ -11,6 +11,8 @@
  *   arena_spin_unlock(lock)             hand it to the next waiter in line
  *   arena_spin_timeouts(lock)           how many waits on lock gave up so far
  *   arena_spin_is_locked(lock)          a snapshot: held or waited for
+ *   arena_spin_lock_irqsave(lock, flags), arena_spin_unlock_irqrestore(lock, flags)
+ *                                       upstream's names (interrupts stay on: see below)
  *
  * A zeroed arena_spinlock_t (ARENA_SPINLOCK_INIT) is unlocked: locks need no set-up and
  * no teardown, and may sit anywhere in arena memory (16 bytes, 8-byte aligned).
@@ -230,6 +232,15 @@ static __always_inline __arena_spin_code void arena_spin_unlock(arena_spinlock_t
 	__arena_spin_release(lock);
 	bpf_preempt_enable();
 }
+
+/*
+ * Upstream's names for the same, with the flags word its callers pass. 6.12 has no kfunc
+ * that disables interrupts, so they stay enabled (see the rules above) and flags is 0.
+ */
+#define arena_spin_lock_irqsave(lock, flags)					\
+	({ (flags) = 0; arena_spin_lock(lock); })
+#define arena_spin_unlock_irqrestore(lock, flags)				\
+	do { (void)(flags); arena_spin_unlock(lock); } while (0)
 
 static __always_inline __arena_spin_code u32 arena_spin_timeouts(arena_spinlock_t __arena *lock)
 {

@@ -47,6 +47,15 @@ struct arena_test_ctx {
 		}								\
 	} while (0)
 
+/* xorshift64: the next of a test's pseudo-random numbers (*x must not be 0). */
+static __always_inline u64 arena_test_rand(u64 *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
 /*
  * Fill size bytes of arena memory with a pattern derived from seed; check that it is
  * still there (0 when intact, else the 1-based index of the first wrong byte). Global,
