@@ -92,8 +92,8 @@ static __always_inline __noasan void take_out(struct minheap __arena *h, u32 i, 
 		*key = e->key;
 	if (value)
 		*value = e->value;
-	s->used = 0;
-	s->gen = (s->gen + 1) & MINHEAP_GEN_MASK;
+	s->index = MINHEAP_NONE;
+	s->gen++;
 	h->free[h->nr_free & (MINHEAP_MAX_CAPACITY - 1)] = e->slot;
 	h->nr_free++;
 	if (i != last) {
@@ -107,25 +107,32 @@ static __always_inline __noasan void take_out(struct minheap __arena *h, u32 i, 
 }
 
 /* The entry index of a handle in the heap, or -ENOENT / -EINVAL. Under the lock. */
-static __always_inline __noasan int index_of(struct minheap __arena *h, int handle)
+static __always_inline __noasan int index_of(struct minheap __arena *h, s64 handle)
 {
-	u32 slot = (u32)handle & (MINHEAP_MAX_CAPACITY - 1);
+	u64 slot = (u64)handle & ((1u << MINHEAP_SLOT_BITS) - 1);
 	struct minheap_slot __arena *s;
 
 	if (handle < 0 || slot >= h->capacity)
 		return -EINVAL;
-	s = &h->slots[slot];
-	if (!s->used || s->gen != (u32)handle >> MINHEAP_SLOT_BITS || s->index >= h->count)
+	s = &h->slots[slot & (MINHEAP_MAX_CAPACITY - 1)];
+	if (s->index >= h->count || s->gen != (u32)((u64)handle >> MINHEAP_SLOT_BITS))
 		return -ENOENT;
 	return s->index;
 }
 
+/* 0 with the lock held; -ETIMEDOUT, or -EINVAL for a heap destroyed while we waited. */
 static __always_inline __noasan int lock_heap(struct minheap __arena *h)
 {
-	if (!arena_spin_lock(&h->lock))
-		return 0;
-	atomic_add(&h->lock_timeouts, 1);
-	return -ETIMEDOUT;
+	if (arena_spin_lock(&h->lock)) {
+		atomic_add(&h->lock_timeouts, 1);
+		return -ETIMEDOUT;
+	}
+	if (h->magic != MINHEAP_MAGIC) {
+		/* The caller broke the rule (see minheap.h): let go and touch nothing. */
+		arena_spin_unlock(&h->lock);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* A count past the capacity (user space wrote over the heap): nothing is touched. */
@@ -162,7 +169,7 @@ __weak __noasan u64 minheap_create_addr(u32 capacity)
 	/* Slots handed out from 0 up: free[] is a stack, its top at the end. */
 	for (i = zero; i < capacity && can_loop; i++) {
 		h->free[i] = capacity - 1 - i;
-		h->slots[i].used = 0;
+		h->slots[i].index = MINHEAP_NONE;
 		h->slots[i].gen = 0;
 	}
 	if (i != capacity)
@@ -184,9 +191,12 @@ nomem:
 
 __weak __noasan int minheap_destroy(struct minheap __arena *h __arg_arena)
 {
+	int ret;
+
 	CHECK_HEAP("minheap_destroy", h);
-	if (lock_heap(h))
-		return -ETIMEDOUT;
+	ret = lock_heap(h);
+	if (ret)
+		return ret;
 	h->magic = 0;
 	arena_spin_unlock(&h->lock);
 	arena_free(h->entries);
@@ -195,16 +205,18 @@ __weak __noasan int minheap_destroy(struct minheap __arena *h __arg_arena)
 	return arena_free(h);
 }
 
-__weak __noasan int minheap_insert(struct minheap __arena *h __arg_arena, u64 key, u64 value)
+__weak __noasan s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 key, u64 value)
 {
 	struct minheap_entry __arena *e;
 	struct minheap_slot __arena *s;
-	int ret = -ENOSPC;
 	u32 slot, i;
+	s64 ret;
 
 	CHECK_HEAP("minheap_insert", h);
-	if (lock_heap(h))
-		return -ETIMEDOUT;
+	ret = lock_heap(h);
+	if (ret)
+		return ret;
+	ret = -ENOSPC;
 	if (damaged(h)) {
 		ret = -EFAULT;
 	} else if (h->count < h->capacity && h->nr_free) {
@@ -217,10 +229,9 @@ __weak __noasan int minheap_insert(struct minheap __arena *h __arg_arena, u64 ke
 		e->seq = h->next_seq++;
 		e->value = value;
 		e->slot = slot;
-		s->used = 1;
 		s->index = i;
 		sift_up(h, i);
-		ret = (int)((u32)s->gen << MINHEAP_SLOT_BITS | slot);
+		ret = (s64)((u64)s->gen << MINHEAP_SLOT_BITS | slot);
 	}
 	arena_spin_unlock(&h->lock);
 	if (ret == -EFAULT)
@@ -230,11 +241,13 @@ __weak __noasan int minheap_insert(struct minheap __arena *h __arg_arena, u64 ke
 
 __weak __noasan int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key, u64 *value)
 {
-	int ret = -ENOENT;
+	int ret;
 
 	CHECK_HEAP("minheap_peek", h);
-	if (lock_heap(h))
-		return -ETIMEDOUT;
+	ret = lock_heap(h);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
 	if (damaged(h)) {
 		ret = -EFAULT;
 	} else if (h->count) {
@@ -252,11 +265,13 @@ __weak __noasan int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key
 
 __weak __noasan int minheap_pop(struct minheap __arena *h __arg_arena, u64 *key, u64 *value)
 {
-	int ret = -ENOENT;
+	int ret;
 
 	CHECK_HEAP("minheap_pop", h);
-	if (lock_heap(h))
-		return -ETIMEDOUT;
+	ret = lock_heap(h);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
 	if (damaged(h)) {
 		ret = -EFAULT;
 	} else if (h->count) {
@@ -270,14 +285,15 @@ __weak __noasan int minheap_pop(struct minheap __arena *h __arg_arena, u64 *key,
 	return ret;
 }
 
-__weak __noasan int minheap_remove(struct minheap __arena *h __arg_arena, int handle,
+__weak __noasan int minheap_remove(struct minheap __arena *h __arg_arena, s64 handle,
 				   u64 *key, u64 *value)
 {
 	int ret;
 
 	CHECK_HEAP("minheap_remove", h);
-	if (lock_heap(h))
-		return -ETIMEDOUT;
+	ret = lock_heap(h);
+	if (ret)
+		return ret;
 	ret = damaged(h) ? -EFAULT : index_of(h, handle);
 	if (ret >= 0) {
 		take_out(h, ret, key, value);
@@ -287,19 +303,20 @@ __weak __noasan int minheap_remove(struct minheap __arena *h __arg_arena, int ha
 	if (ret == -EFAULT)
 		report_damage("minheap_remove", h);
 	else if (ret == -EINVAL)
-		arena_stderr("minheap_remove: handle %d is not one of heap %llx", handle, (u64)h);
+		arena_stderr("minheap_remove: handle %lld is not one of heap %llx", handle, (u64)h);
 	return ret;
 }
 
-__weak __noasan int minheap_update(struct minheap __arena *h __arg_arena, int handle, u64 key)
+__weak __noasan int minheap_update(struct minheap __arena *h __arg_arena, s64 handle, u64 key)
 {
 	struct minheap_entry __arena *e;
 	int ret;
 	u32 i;
 
 	CHECK_HEAP("minheap_update", h);
-	if (lock_heap(h))
-		return -ETIMEDOUT;
+	ret = lock_heap(h);
+	if (ret)
+		return ret;
 	ret = damaged(h) ? -EFAULT : index_of(h, handle);
 	if (ret >= 0) {
 		i = ret;
@@ -314,7 +331,7 @@ __weak __noasan int minheap_update(struct minheap __arena *h __arg_arena, int ha
 	if (ret == -EFAULT)
 		report_damage("minheap_update", h);
 	else if (ret == -EINVAL)
-		arena_stderr("minheap_update: handle %d is not one of heap %llx", handle, (u64)h);
+		arena_stderr("minheap_update: handle %lld is not one of heap %llx", handle, (u64)h);
 	return ret;
 }
 

@@ -85,19 +85,21 @@ static __always_inline int reverse_rest(struct mpsc_queue __arena *q)
 			q->later_last = rev_last;
 		q->later = rev;
 	}
-	q->rest = cur;
 	if (cur) {
+		q->rest = cur;
 		q->stalls++;
 		return -EAGAIN;
 	}
+	/* Ready first, then the rest emptied: mpsc_empty elsewhere sees one of them. */
 	if (q->later) {
 		if (q->ready)
 			node_at(q->ready_last)->next = q->later;
 		else
-			q->ready = q->later;
+			WRITE_ONCE(q->ready, q->later);
 		q->ready_last = q->later_last;
 		q->later = q->later_last = 0;
 	}
+	WRITE_ONCE(q->rest, 0);
 	return 0;
 }
 
@@ -140,5 +142,6 @@ __weak int mpsc_empty(struct mpsc_queue __arena *q __arg_arena)
 		arena_stderr("mpsc_empty: NULL queue");
 		return -EINVAL;
 	}
-	return !READ_ONCE(q->head) && !READ_ONCE(q->ready) && !READ_ONCE(q->rest);
+	return !READ_ONCE(q->head) && !READ_ONCE(q->ready) && !READ_ONCE(q->rest) &&
+	       !READ_ONCE(q->later);
 }

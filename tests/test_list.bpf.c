@@ -166,7 +166,7 @@ static __noinline __noasan int race_thread(struct arena_test_ctx *ctx, u32 t)
 		arena_test_rand(&seed);
 		it = &race_items[t][seed % RACE_ITEMS];
 		if (arena_spin_lock(&race_lock)) {
-			race_timeouts++;	/* nothing done: the next round goes on */
+			atomic_add(&race_timeouts, 1);	/* nothing done: on to the next round */
 			continue;
 		}
 		if (seed % 16 == 0) {
@@ -174,7 +174,7 @@ static __noinline __noasan int race_thread(struct arena_test_ctx *ctx, u32 t)
 			arena_list_for_each_entry(pos, &race_list, link)
 				n++;
 			if (!arena_list_entry_is_head(pos, &race_list, link))
-				race_errors++;
+				atomic_add(&race_errors, 1);
 			race_walks++;
 			race_walked += n;
 		}

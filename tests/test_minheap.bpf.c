@@ -52,7 +52,7 @@ SEC("syscall")
 int test_minheap_handles(struct arena_test_ctx *ctx)
 {
 	struct minheap __arena *h = minheap_create(4);
-	int a, b, c, d;
+	s64 a, b, c, d;
 	u64 key = 0, value = 0;
 
 	ARENA_ASSERT(h);
@@ -85,6 +85,54 @@ int test_minheap_handles(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(minheap_pop(h, &key, &value), 0);
 	ARENA_ASSERT_EQ(value, 'a');
 	ARENA_ASSERT_EQ(minheap_remove(h, a, NULL, NULL), -ENOENT);
+	ARENA_ASSERT_EQ(minheap_destroy(h), 0);
+	return 0;
+}
+
+/* One slot reused 5,000 times: its first handle stays stale (an 11-bit one came back). */
+SEC("syscall")
+int test_minheap_handle_reuse(struct arena_test_ctx *ctx)
+{
+	struct minheap __arena *h = minheap_create(1);
+	s64 first, last = 0;
+	u64 value = 0;
+	int i;
+
+	ARENA_ASSERT(h);
+	first = minheap_insert(h, 1, 1);
+	ARENA_ASSERT(first >= 0);
+	ARENA_ASSERT_EQ(minheap_pop(h, NULL, NULL), 0);
+	for (i = zero; i < 5000 && can_loop; i++) {
+		last = minheap_insert(h, 2, i);
+		ARENA_ASSERT(last >= 0);
+		ARENA_ASSERT_EQ(minheap_remove(h, first, NULL, NULL), -ENOENT);
+		ARENA_ASSERT_EQ(minheap_update(h, first, 0), -ENOENT);
+		ARENA_ASSERT_EQ(minheap_remove(h, last, NULL, &value), 0);
+		ARENA_ASSERT_EQ(value, i);
+	}
+	ARENA_ASSERT_EQ(i, 5000);
+	ARENA_ASSERT_EQ((u64)last & 0xfffff, (u64)first & 0xfffff);	/* the same slot */
+	ARENA_ASSERT_EQ(minheap_destroy(h), 0);
+	return 0;
+}
+
+/* The largest heap arena_malloc can hold, filled and emptied in order. */
+SEC("syscall")
+int test_minheap_largest(struct arena_test_ctx *ctx)
+{
+	struct minheap __arena *h = minheap_create(MINHEAP_MAX_CAPACITY);
+	u64 key = 0, value = 0;
+	u32 i;
+
+	ARENA_ASSERT(h);
+	for (i = zero; i < MINHEAP_MAX_CAPACITY && can_loop; i++)
+		ARENA_ASSERT(minheap_insert(h, MINHEAP_MAX_CAPACITY - i, i) >= 0);
+	ARENA_ASSERT_EQ(minheap_insert(h, 0, 0), -ENOSPC);
+	for (i = zero; i < MINHEAP_MAX_CAPACITY && can_loop; i++) {
+		ARENA_ASSERT_EQ(minheap_pop(h, &key, &value), 0);
+		ARENA_ASSERT_EQ(key, i + 1);
+	}
+	ARENA_ASSERT_EQ(minheap_count(h), 0);
 	ARENA_ASSERT_EQ(minheap_destroy(h), 0);
 	return 0;
 }
@@ -125,8 +173,7 @@ int test_minheap_bad_calls(struct arena_test_ctx *ctx)
 
 struct model_entry {
 	u64 key, seq, value;
-	int handle;
-	int pad;
+	s64 handle;
 };
 
 struct model_entry __arena_global model[MODEL_MAX];
@@ -161,7 +208,8 @@ __noasan int test_minheap_random(struct arena_test_ctx *ctx)
 {
 	struct minheap __arena *h = minheap_create(MODEL_MAX);
 	u64 seed = ctx->seed | 1, key = 0, value = 0;
-	int i, j, ret;
+	int i, j;
+	s64 ret;
 
 	ARENA_ASSERT(h);
 	model_n = model_seq = 0;
@@ -249,7 +297,7 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 	struct minheap __arena *h = (struct minheap __arena *)race_h;
 	u64 seed = ctx->seed | (u64)t << 32 | 1, key = 0, value = 0;
 	u32 i, j;
-	int ret;
+	s64 ret;
 
 	if (t >= RACE_THREADS)
 		return -EINVAL;
@@ -266,8 +314,11 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 			}
 		}
 		for (j = 0; j < 8; j++) {
-			if (minheap_pop(h, &key, &value))
-				continue;
+			ret = -ETIMEDOUT;
+			while (ret == -ETIMEDOUT && can_loop)
+				ret = minheap_pop(h, &key, &value);
+			if (ret)
+				continue;	/* empty: the others took more than they put */
 			if (value >= RACE_THREADS * RACE_ENTRIES) {
 				race_bad++;
 				continue;

@@ -64,6 +64,28 @@ int test_mpmcq_laps(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/* The largest queue arena_malloc can hold, filled and emptied. */
+SEC("syscall")
+int test_mpmcq_largest(struct arena_test_ctx *ctx)
+{
+	struct mpmcq __arena *q = mpmcq_create(MPMCQ_MAX_CAPACITY);
+	u64 v = 0;
+	u32 i;
+
+	ARENA_ASSERT(q);
+	ARENA_ASSERT_EQ(mpmcq_capacity(q), MPMCQ_MAX_CAPACITY);
+	for (i = zero; i < MPMCQ_MAX_CAPACITY && can_loop; i++)
+		ARENA_ASSERT_EQ(mpmcq_push(q, i), 0);
+	ARENA_ASSERT_EQ(mpmcq_push(q, 0), -ENOSPC);
+	ARENA_ASSERT_EQ(mpmcq_count(q), MPMCQ_MAX_CAPACITY);
+	for (i = zero; i < MPMCQ_MAX_CAPACITY && can_loop; i++) {
+		ARENA_ASSERT_EQ(mpmcq_pop(q, &v), 0);
+		ARENA_ASSERT_EQ(v, i);
+	}
+	ARENA_ASSERT_EQ(mpmcq_destroy(q), 0);
+	return 0;
+}
+
 SEC("syscall")
 int test_mpmcq_bad_calls(struct arena_test_ctx *ctx)
 {

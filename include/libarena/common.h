@@ -255,7 +255,12 @@ volatile u32 zero __weak;
  * can_loop (and like every may_goto loop, they give up only if the budget runs out).
  */
 #define cmpxchg(p, old, new) __sync_val_compare_and_swap((p), (old), (new))
+#ifdef __BPF__
 #define xchg(p, v) __sync_lock_test_and_set((p), (v))
+#else
+/* gcc's __sync_lock_test_and_set is only an acquire: state the full barrier BPF has. */
+#define xchg(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#endif
 #define atomic_fetch_add(p, v) __sync_fetch_and_add((p), (v))
 #define atomic_add(p, v) ((void)__sync_fetch_and_add((p), (v)))
 

@@ -23,8 +23,10 @@
  * Damage (user space writes the arena, a bug elsewhere) is checked where it would do
  * harm, like the kernel's CONFIG_DEBUG_LIST: add, add_tail, del, del_init, move and
  * move_tail check the links they rewrite (their neighbours must point back) and change
- * nothing, returning -EUCLEAN, when they do not. A walk stops at the first link that does
- * not point back, and after the verifier's loop budget: arena_list_entry_is_head(pos,
+ * nothing, returning -EUCLEAN, when they do not. A walk stops at the first entry whose
+ * next link does not point back (without visiting it), and after the verifier's loop
+ * budget (which a ring that misses the head takes whole: the head's own first link is
+ * not checked, arena_list_count() checks it): arena_list_entry_is_head(pos,
  * head, member) after the loop says whether it went all the way round (as in the kernel,
  * pos is then the head's container, not an entry). arena_list_count() gives -EUCLEAN for
  * a list that does not close.

@@ -7,17 +7,20 @@
  *
  *   minheap_create(capacity)             an empty heap of up to capacity entries
  *                                        (1 .. MINHEAP_MAX_CAPACITY), or NULL, a log line
- *   minheap_insert(h, key, value)        add an entry: its handle (>= 0); -ENOSPC full
+ *   minheap_insert(h, key, value)        add an entry: its handle (an s64 >= 0);
+ *                                        -ENOSPC full
  *   minheap_peek(h, &key, &value)        the first entry, left in: 0; -ENOENT empty
  *   minheap_pop(h, &key, &value)         the first entry, taken out: 0; -ENOENT empty
  *   minheap_remove(h, handle, &key, &value)  take out the entry of handle: 0; -ENOENT
  *                                        when it is not in the heap (popped or removed
- *                                        already: handles carry a generation, so a stale
- *                                        one does not hit the entry that reused its slot)
+ *                                        already: handles carry the slot's 32-bit
+ *                                        generation, so a stale one does not hit the
+ *                                        entry that reused its slot)
  *   minheap_update(h, handle, key)       give the entry of handle a new key (it moves;
  *                                        among equals it goes last): 0; -ENOENT
  *   minheap_count(h)                     entries in it
- *   minheap_destroy(h)                   free it; entries still in it are dropped
+ *   minheap_destroy(h)                   free it; entries still in it are dropped.
+ *                                        Nobody may use h any more, nor wait for it
  *
  * key and value pointers may be NULL where the caller does not want them. A NULL or
  * destroyed heap, a handle out of range: -EINVAL and a log line; a heap whose count
@@ -30,6 +33,7 @@
  * Layout: an array of entries in heap order (entry i's children are 2i + 1 and 2i + 2),
  * each naming its slot; a slot table mapping a handle's slot to the entry's place, with
  * the slot's generation; a stack of free slots. Handles are generation << 20 | slot.
+ * MINHEAP_MAX_CAPACITY is what arena_malloc serves in one piece (512 KiB of entries).
  */
 #ifndef __LIBARENA_MINHEAP_H
 #define __LIBARENA_MINHEAP_H
@@ -37,10 +41,10 @@
 #include <libarena/common.h>
 #include <libarena/spinlock.h>
 
-#define MINHEAP_MAX_CAPACITY	(1u << 20)
-#define MINHEAP_LEVELS		21		/* sift steps in a heap of 2^20 entries */
-#define MINHEAP_SLOT_BITS	20
-#define MINHEAP_GEN_MASK	0x7ffu		/* handles stay positive ints */
+#define MINHEAP_MAX_CAPACITY	(1u << 14)	/* 32-byte entries: arena_malloc's 512 KiB */
+#define MINHEAP_LEVELS		15		/* sift steps in a heap of 2^14 entries */
+#define MINHEAP_SLOT_BITS	20		/* handle: generation << 20 | slot */
+#define MINHEAP_NONE		0xffffffffu	/* a free slot's index */
 #define MINHEAP_MAGIC		0x48504d4eu	/* "NMPH": a live heap */
 
 struct minheap_entry {
@@ -52,9 +56,8 @@ struct minheap_entry {
 };
 
 struct minheap_slot {
-	u32 index;		/* the entry's place in the array, while it is in */
-	u16 gen;		/* bumped each time the slot is freed */
-	u16 used;
+	u32 index;		/* the entry's place in the array; MINHEAP_NONE when free */
+	u32 gen;		/* bumped each time the slot is freed */
 };
 
 struct minheap {
@@ -72,11 +75,11 @@ struct minheap {
 
 u64 minheap_create_addr(u32 capacity);
 int minheap_destroy(struct minheap __arena *h __arg_arena);
-int minheap_insert(struct minheap __arena *h __arg_arena, u64 key, u64 value);
+s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 key, u64 value);
 int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key, u64 *value);
 int minheap_pop(struct minheap __arena *h __arg_arena, u64 *key, u64 *value);
-int minheap_remove(struct minheap __arena *h __arg_arena, int handle, u64 *key, u64 *value);
-int minheap_update(struct minheap __arena *h __arg_arena, int handle, u64 key);
+int minheap_remove(struct minheap __arena *h __arg_arena, s64 handle, u64 *key, u64 *value);
+int minheap_update(struct minheap __arena *h __arg_arena, s64 handle, u64 key);
 int minheap_count(struct minheap __arena *h __arg_arena);
 
 static __always_inline struct minheap __arena *minheap_create(u32 capacity)

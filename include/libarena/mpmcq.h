@@ -42,7 +42,7 @@
 
 #include <libarena/common.h>
 
-#define MPMCQ_MAX_CAPACITY	(1u << 20)
+#define MPMCQ_MAX_CAPACITY	(1u << 15)	/* 16-byte cells: arena_malloc's 512 KiB */
 #define MPMCQ_MAGIC		0x4d504d51u	/* "QMPM": a live queue */
 
 struct mpmcq_cell {

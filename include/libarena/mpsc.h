@@ -8,11 +8,14 @@
  *   mpsc_init(q)                  an empty queue; a zeroed struct mpsc_queue is one too
  *   mpsc_push(q, node)            any CPU: add node. 0; wait-free (one exchange, one store)
  *   mpsc_pop(q, &node)            the consumer: the oldest node. 0; -ENOENT when empty;
- *                                 -EAGAIN when the oldest is still being pushed (a
- *                                 producer between its exchange and its store: try later,
- *                                 nothing is lost)
- *   mpsc_empty(q)                 1 when nothing is queued, else 0 (a snapshot from any
- *                                 CPU; exact on the consumer's when no push is under way)
+ *                                 -EAGAIN when a push under way (a producer between its
+ *                                 exchange and its store, whichever node it pushes) hides
+ *                                 the older nodes: try later, nothing is lost
+ *   mpsc_empty(q)                 1 when nothing is queued, else 0. Exact on the
+ *                                 consumer's CPU; elsewhere a hint, which can say empty
+ *                                 while the consumer is between taking the stack and
+ *                                 listing it: a producer that must wake the consumer
+ *                                 wakes it after every push, not when this says so
  *
  * Nodes come out in the order of their pushes' exchanges, each exactly once. The queue
  * holds no memory of its own: nodes belong to the caller, who must not push a node that

@@ -33,10 +33,15 @@
  * Rules (as for the kernel's spin locks): the holder runs with preemption disabled, so it
  * is not preempted, and 6.12's verifier rejects a program that leaves it held or takes
  * a global function call while holding it: a critical section calls static or inline
- * code only. A lock is not recursive: taking it twice on one CPU times out. An interrupt
- * context program (a tracing program in hardirq or NMI) that waits for a lock its CPU's
- * task holds times out too (6.12 has no bpf_local_irq_save to keep interrupts out), so
- * share a lock with such programs only if a timeout is an answer they can use.
+ * code only. A lock is not recursive: taking it twice on one CPU times out. Interrupts
+ * stay enabled (6.12 has no bpf_local_irq_save), and with tickets an interrupted waiter
+ * is as bad as an interrupted holder: an interrupt-context program (a tracing program in
+ * hardirq or NMI) that takes a lock its CPU's task holds or waits for queues behind
+ * itself, times out, and everyone queued behind it waits that long too. Share a lock
+ * with such programs only if that is an answer they can use.
+ *
+ * The timeout is ARENA_SPIN_TIMEOUT_NS or ARENA_SPIN_MAX_SPINS spins, whichever comes
+ * first: on real hardware the spins (a few milliseconds) usually end a wait first.
  *
  * Memory ordering: taking the lock is an acquire (the holder sees everything the previous
  * holder wrote: the waiter's load of the served ticket is ordered before the section on

@@ -37,7 +37,7 @@ static u64 rnd(u64 *x)
 
 struct model_entry {
 	u64 key, seq, value;
-	int handle;
+	s64 handle;
 };
 
 static struct model_entry model[MODEL_MAX];
@@ -65,7 +65,8 @@ static int test_fuzz(void)
 	const char *s = getenv("HOST_FUZZ_OPS"), *sd = getenv("HOST_FUZZ_SEED");
 	long ops = s ? atol(s) : DEFAULT_OPS, op, base = host_live_blocks;
 	u64 seed = sd ? strtoull(sd, NULL, 0) : 0x5eedull, seq = 0, key, value;
-	int stale[64], nstale = 0, cap = 0, i, ret;
+	s64 stale[64], ret;
+	int nstale = 0, cap = 0, i;
 	struct minheap *h = NULL;
 
 	for (op = 0; op < ops; op++) {
@@ -83,20 +84,20 @@ static int test_fuzz(void)
 			key = rnd(&seed) % 16;
 			ret = minheap_insert(h, key, op);
 			if (model_n == cap) {
-				CHECK(ret == -ENOSPC, "op %ld: insert into full: %d", op, ret);
+				CHECK(ret == -ENOSPC, "op %ld: insert into full: %lld", op, ret);
 				continue;
 			}
-			CHECK(ret >= 0, "op %ld: insert: %d", op, ret);
+			CHECK(ret >= 0, "op %ld: insert: %lld", op, ret);
 			model[model_n++] = (struct model_entry){ key, seq++, op, ret };
 		} else if (r < 70) {
 			i = model_first();
 			ret = r < 60 ? minheap_pop(h, &key, &value) : minheap_peek(h, &key, &value);
 			if (i < 0) {
-				CHECK(ret == -ENOENT, "op %ld: %d from empty", op, ret);
+				CHECK(ret == -ENOENT, "op %ld: %lld from empty", op, ret);
 				continue;
 			}
 			CHECK(ret == 0 && key == model[i].key && value == model[i].value,
-			      "op %ld: got %d %llu %llu, want %llu %llu", op, ret, key, value,
+			      "op %ld: got %lld %llu %llu, want %llu %llu", op, ret, key, value,
 			      model[i].key, model[i].value);
 			if (r < 60) {
 				if (nstale < 64)
@@ -107,7 +108,7 @@ static int test_fuzz(void)
 			i = rnd(&seed) % model_n;
 			ret = minheap_remove(h, model[i].handle, &key, &value);
 			CHECK(ret == 0 && key == model[i].key && value == model[i].value,
-			      "op %ld: remove: %d", op, ret);
+			      "op %ld: remove: %lld", op, ret);
 			if (nstale < 64)
 				stale[nstale++] = model[i].handle;
 			model_del(i);
@@ -119,7 +120,7 @@ static int test_fuzz(void)
 			model[i].seq = seq++;
 		} else if (nstale) {
 			/* A handle popped or removed: refused, even after its slot was reused. */
-			int hd = stale[rnd(&seed) % nstale];
+			s64 hd = stale[rnd(&seed) % nstale];
 			bool live = false;
 
 			for (i = 0; i < model_n; i++)
