@@ -109,9 +109,14 @@ int test_mpmcq_bad_calls(struct arena_test_ctx *ctx)
 	q->cells[1].seq = 9;
 	ARENA_ASSERT_EQ(mpmcq_push(q, 8), -EFAULT);
 	ARENA_ASSERT_EQ(mpmcq_destroy(q), 0);
-	/* A destroyed queue is refused. */
+#ifndef LIBARENA_ASAN
+	/*
+	 * A destroyed queue is refused. Not in the sanitizer build, where the read of the
+	 * freed queue is itself reported or not as the quarantine's state decides.
+	 */
 	ARENA_ASSERT_EQ(mpmcq_push(q, 1), -EINVAL);
 	ARENA_ASSERT_EQ(mpmcq_destroy(q), -EINVAL);
+#endif
 	return 0;
 }
 
