@@ -22,15 +22,15 @@ __weak u64 mpmcq_create_addr(u32 capacity)
 {
 	struct mpmcq_cell __arena *cells;
 	struct mpmcq __arena *q;
-	u32 size = 2, i;
+	u32 size, i;
 
 	if (!capacity || capacity > MPMCQ_MAX_CAPACITY) {
 		arena_stderr("mpmcq_create: capacity %u is not 1 .. %u", capacity,
 			     MPMCQ_MAX_CAPACITY);
 		return 0;
 	}
-	while (size < capacity && can_loop)
-		size <<= 1;
+	/* The next power of two, at least 2: the buddy allocator's orders do the same. */
+	size = capacity <= 2 ? 2 : 1u << arena_fls(capacity - 1);
 	q = arena_malloc(sizeof(*q));
 	cells = arena_malloc((u64)size * sizeof(*cells));
 	if (!q || !cells) {
