@@ -1742,6 +1742,11 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 	err = global_ready();
 	if (err)
 		return err;
+#ifdef LIBARENA_ASAN
+	/* arena_malloc asks for the redzone too: room for objects of that size. */
+	if (size + ASAN_REDZONE_SIZE <= BUDDY_MAX_SIZE)
+		size += ASAN_REDZONE_SIZE;
+#endif
 	if (size > HEAP_MEDIUM_MAX) {
 		per = BUDDY_CHUNK_SIZE >> (64 - __builtin_clzll((size - 1) | 15));
 		per = per ? per : 1;

@@ -1,0 +1,767 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The concurrent hash map. include/libarena/hashmap.h states the API, the design and the
+ * memory ordering.
+ *
+ * Nodes are ordered by (hash, kind): a bucket's sentinel comes before an entry of the same
+ * hash. A region's lock guards the next links of the nodes whose hash lies in the region,
+ * its count and its free list; a region's part of the list starts at a sentinel (there are
+ * at least as many buckets as regions), so a writer walks only nodes its lock guards.
+ *
+ * Everything between lock and unlock is inline or static (6.12 allows no global call with
+ * preemption disabled), and the file is left uninstrumented in the sanitizer build
+ * (__noasan): the sanitizer's checks are global calls.
+ */
+#include <libarena/hashmap.h>
+
+#define SEG_SIZE	(1u << HMAP_SEG_BITS)
+#define BLOCK_SIZE	(1u << HMAP_BLOCK_BITS)
+#define FREE_CHUNK	(1u << 20)	/* nodes one call of free_chain() frees */
+#define HMAP_RESERVE_TRIES	4	/* doublings hmap_reserve() tries that find no memory */
+
+#define CHECK_MAP(fn, m)							\
+	do {									\
+		arena_subprog_init();						\
+		if (!(m) || (m)->magic != HMAP_MAGIC) {				\
+			arena_stderr("%s: %llx is not a live map", fn, (u64)(m));	\
+			return -EINVAL;						\
+		}								\
+	} while (0)
+
+enum write_op { OP_INSERT, OP_UPDATE, OP_UPSERT, OP_DELETE };
+
+static __always_inline __noasan u32 stripe_of(u64 hash)
+{
+	return hash >> (64 - HMAP_STRIPE_BITS);
+}
+
+/* The table's bits, or 0 when user space wrote over them. */
+static __always_inline __noasan u32 table_bits(struct hmap_table __arena *t)
+{
+	u32 bits = t->bits;
+
+	return bits >= HMAP_MIN_BITS && bits <= HMAP_MAX_BITS ? bits : 0;
+}
+
+/* Where bucket b's pointer lives in table t. */
+static __always_inline __noasan hmap_node_ptr __arena *slot_of(struct hmap_table __arena *t,
+								u64 b)
+{
+	return &t->segs[(b >> HMAP_SEG_BITS) & (HMAP_MAX_SEGS - 1)][b & (SEG_SIZE - 1)];
+}
+
+/* The sentinel of the bucket that holds hash, in the map's table now; NULL if damaged. */
+static __always_inline __noasan hmap_node_ptr bucket_start(struct hmap __arena *m, u64 hash)
+{
+	struct hmap_table __arena *t = smp_load_acquire(&m->table);
+	u32 bits = t ? table_bits(t) : 0;
+
+	if (!bits)
+		return NULL;
+	return *slot_of(t, hash >> (64 - bits));
+}
+
+/*
+ * Lock-free: the first node at or after hash in the list, as of some moment during the
+ * call. lookup: stop at the first node past hash or at an entry of hash (a sentinel of
+ * hash comes before it); otherwise (iteration): at the first entry at or after hash.
+ * 0 and the entry's hash and value; -ENOENT; -EFAULT for a damaged map; -EAGAIN when the
+ * loop budget ran out (writers kept changing the nodes under the walk).
+ */
+static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash, bool lookup,
+					       u64 *found, u64 *val)
+{
+	hmap_node_ptr start = bucket_start(m, hash), node = start, pred = NULL, next;
+	u32 gen, pred_gen = 0, kind, pred_kind = 0;
+	bool disorder = false;
+	u64 nh, v, prev = 0;
+
+	if (!start)
+		return -EFAULT;
+	while (can_loop) {
+		gen = smp_load_acquire(&node->gen);
+		nh = READ_ONCE(node->hash);
+		kind = READ_ONCE(node->kind);
+		v = READ_ONCE(node->val);
+		next = READ_ONCE(node->next);
+		smp_rmb();	/* the fields before the second load of gen */
+		if ((gen & 1) || READ_ONCE(node->gen) != gen)
+			goto restart;	/* deleted or reused under us */
+		if (pred && (nh < prev || (nh == prev && kind <= pred_kind))) {
+			/* Out of order: reused under us, or a list user space wrote over. */
+			disorder = true;
+			goto restart;
+		}
+		if (kind == HMAP_ENTRY && nh == hash) {
+			/* A live entry of the key: its value, whatever the path here. */
+			*found = nh;
+			*val = v;
+			return 0;
+		}
+		if (lookup ? nh > hash : kind == HMAP_ENTRY && nh > hash) {
+			/*
+			 * Nothing between pred and node holds only if pred, still the live node we
+			 * read, still points at node, and node is still what we read.
+			 */
+			if (!pred || READ_ONCE(pred->gen) != pred_gen || READ_ONCE(pred->next) != node)
+				goto restart;
+			smp_rmb();	/* pred's link before node's gen */
+			if (READ_ONCE(node->gen) != gen)
+				goto restart;
+			*found = nh;
+			*val = v;
+			return lookup ? -ENOENT : 0;
+		}
+		if (!next)
+			return -ENOENT;	/* node was live and last */
+		prev = nh;
+		pred = node;
+		pred_gen = gen;
+		pred_kind = kind;
+		node = next;
+		continue;
+restart:
+		start = bucket_start(m, hash);
+		if (!start)
+			return -EFAULT;
+		node = start;
+		pred = NULL;
+		prev = 0;
+	}
+	/* Budget gone: with nodes out of order seen, more likely damage than bad luck. */
+	return disorder ? -EFAULT : -EAGAIN;
+}
+
+/*
+ * Under the region's lock: the node after which an entry of hash belongs (its next is
+ * the first node at or after (hash, HMAP_ENTRY)), walking from start; NULL when the list
+ * is damaged (out of order, leaving the region, or longer than the loop budget).
+ */
+static __always_inline __noasan hmap_node_ptr find_pred(hmap_node_ptr start, u64 hash)
+{
+	hmap_node_ptr pred = start, next;
+
+	if (!start || start->kind != HMAP_SENTINEL || start->hash > hash ||
+	    stripe_of(start->hash) != stripe_of(hash))
+		return NULL;
+	while (can_loop) {
+		next = pred->next;
+		if (!next || next->hash > hash || (next->hash == hash && next->kind == HMAP_ENTRY))
+			return pred;
+		/* (hash, kind) must grow strictly: a cycle or disorder is damage. */
+		if (next->hash < pred->hash ||
+		    (next->hash == pred->hash && next->kind <= pred->kind))
+			return NULL;
+		pred = next;
+	}
+	return NULL;
+}
+
+/* How a write ended, for the log line after the lock is let go. */
+enum { DONE, DONE_UPDATED, NOT_THERE, ALREADY_THERE, NEED_NODE, DAMAGED };
+
+/*
+ * Under the region's lock: do op. spare is a node for a new entry when the free list has
+ * none (it joins the free list if unused). The result is one of the enum above.
+ */
+static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
+						 hmap_node_ptr start, u64 hash, u64 val,
+						 enum write_op op, hmap_node_ptr spare, u64 *old)
+{
+	hmap_node_ptr pred = find_pred(start, hash), node, fresh;
+	int ret = DAMAGED;
+
+	if (pred) {
+		node = pred->next;
+		if (node && (node->hash != hash || node->kind != HMAP_ENTRY))
+			node = NULL;
+		if (node) {
+			if (op == OP_INSERT) {
+				ret = ALREADY_THERE;
+			} else if (op == OP_DELETE) {
+				*old = node->val;
+				WRITE_ONCE(pred->next, node->next);
+				/* Odd before the link is reused: readers on it start over. */
+				WRITE_ONCE(node->gen, node->gen + 1);
+				smp_wmb();
+				WRITE_ONCE(node->next, s->free);
+				WRITE_ONCE(s->free, node);
+				s->nr_free++;
+				WRITE_ONCE(s->count, s->count - 1);
+				ret = DONE;
+			} else {
+				WRITE_ONCE(node->val, val);
+				ret = DONE_UPDATED;
+			}
+		} else if (op == OP_UPDATE || op == OP_DELETE) {
+			ret = NOT_THERE;
+		} else {
+			fresh = s->free;
+			if (fresh) {
+				WRITE_ONCE(s->free, fresh->next);
+				s->nr_free--;
+			} else {
+				fresh = spare;
+				spare = NULL;
+			}
+			if (fresh) {
+				/* Filled while gen is odd, made even, then linked. */
+				WRITE_ONCE(fresh->hash, hash);
+				WRITE_ONCE(fresh->val, val);
+				WRITE_ONCE(fresh->kind, HMAP_ENTRY);
+				WRITE_ONCE(fresh->next, pred->next);
+				smp_wmb();
+				WRITE_ONCE(fresh->gen, fresh->gen + 1);
+				smp_store_release(&pred->next, fresh);
+				WRITE_ONCE(s->count, s->count + 1);
+				ret = DONE;
+			} else {
+				ret = NEED_NODE;	/* another insert took the free node we saw */
+			}
+		}
+	}
+	if (spare) {
+		/* Unused: it waits in the free list, odd, for the region's next insert. */
+		spare->next = s->free;
+		WRITE_ONCE(s->free, spare);
+		s->nr_free++;
+	}
+	return ret;
+}
+
+static __noinline __noasan int grow(struct hmap __arena *m);
+
+/* Whether the region of s holds more than HMAP_LOAD entries a bucket: time to double. */
+static __always_inline __noasan bool wants_growth(struct hmap __arena *m,
+						  struct hmap_stripe __arena *s)
+{
+	struct hmap_table __arena *t = READ_ONCE(m->table);
+	u32 bits = table_bits(t);
+
+	return bits && bits < HMAP_MAX_BITS && !READ_ONCE(m->growing) &&
+	       READ_ONCE(s->count) > ((u64)HMAP_LOAD << (bits - HMAP_STRIPE_BITS)) &&
+	       bpf_ktime_get_ns() >= READ_ONCE(m->grow_after_ns);
+}
+
+/* The calls' names for the log, by enum write_op (bpf_snprintf reads %s at run time). */
+static const char op_names[4][12] = { "hmap_insert", "hmap_update", "hmap_upsert",
+				      "hmap_delete" };
+
+#define WANTS_GROWTH	2	/* write_op: done, and the table should double */
+
+/*
+ * A call of its own, not inlined into each hmap_* call: the callers then grow the table
+ * from a shallow frame (HMAP_CALL_FRAMES and _STACK hold for both chains).
+ */
+static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val,
+					enum write_op op, u64 *old)
+{
+	const char *fn = op_names[op & 3];
+	u64 hash = hmap_hash(key), prior = 0;
+	struct hmap_stripe __arena *s;
+	hmap_node_ptr start, spare;
+	int ret = NEED_NODE, try;
+
+	CHECK_MAP(fn, m);
+	s = &m->stripes[stripe_of(hash)];
+	/*
+	 * A node for a new entry is allocated before the lock when none waits for reuse. If
+	 * another insert took the one we saw, the second try has its own.
+	 */
+	for (try = zero; try < 2 && ret == NEED_NODE && can_loop; try++) {
+		spare = NULL;
+		if ((op == OP_INSERT || op == OP_UPSERT) && (try || !READ_ONCE(s->free))) {
+			spare = arena_malloc(sizeof(*spare));
+			if (!spare) {
+				arena_stderr("%s: out of memory for an entry of %llx", fn, (u64)m);
+				return -ENOMEM;
+			}
+			spare->gen = 1;
+			spare->kind = HMAP_ENTRY;
+			spare->next = NULL;
+		}
+		start = bucket_start(m, hash);
+		if (arena_spin_lock(&s->lock)) {
+			atomic_add(&m->lock_timeouts, 1);
+			arena_free(spare);
+			return -ETIMEDOUT;
+		}
+		if (m->magic != HMAP_MAGIC) {
+			/* Destroyed while we waited (the caller broke the rule): touch nothing. */
+			arena_spin_unlock(&s->lock);
+			arena_free(spare);
+			return -EINVAL;
+		}
+		ret = write_locked(s, start, hash, val, op, spare, &prior);
+		arena_spin_unlock(&s->lock);
+	}
+	switch (ret) {
+	case DONE:
+		if (op == OP_DELETE && old)
+			*old = prior;
+		if ((op == OP_INSERT || op == OP_UPSERT) && wants_growth(m, s))
+			return WANTS_GROWTH;
+		return 0;
+	case DONE_UPDATED:
+		return op == OP_UPSERT ? 1 : 0;
+	case NOT_THERE:
+		return -ENOENT;
+	case ALREADY_THERE:
+		return -EEXIST;
+	}
+	arena_stderr("%s: map %llx is damaged near key %llx", fn, (u64)m, key);
+	return -EFAULT;
+}
+
+/* An insert that wants the table doubled: it was done, whatever the doubling does. */
+static __always_inline __noasan int after_insert(struct hmap __arena *m, int ret)
+{
+	if (ret != WANTS_GROWTH)
+		return ret;
+	grow(m);
+	return 0;
+}
+
+__weak __noasan int hmap_insert(struct hmap __arena *m __arg_arena, u64 key, u64 val)
+{
+	return after_insert(m, write_op(m, key, val, OP_INSERT, NULL));
+}
+
+__weak __noasan int hmap_update(struct hmap __arena *m __arg_arena, u64 key, u64 val)
+{
+	return write_op(m, key, val, OP_UPDATE, NULL);
+}
+
+__weak __noasan int hmap_upsert(struct hmap __arena *m __arg_arena, u64 key, u64 val)
+{
+	return after_insert(m, write_op(m, key, val, OP_UPSERT, NULL));
+}
+
+__weak __noasan int hmap_delete(struct hmap __arena *m __arg_arena, u64 key, u64 *val)
+{
+	return write_op(m, key, 0, OP_DELETE, val);
+}
+
+__weak __noasan int hmap_lookup(struct hmap __arena *m __arg_arena, u64 key, u64 *val)
+{
+	u64 hash = hmap_hash(key), found = 0, v = 0;
+	int ret;
+
+	CHECK_MAP(__func__, m);
+	ret = read_first(m, hash, true, &found, &v);
+	if (!ret && val)
+		*val = v;
+	if (ret == -EFAULT || ret == -EAGAIN)
+		arena_stderr("%s: map %llx: %s near key %llx", __func__, (u64)m,
+			     ret == -EFAULT ? "damaged" : "the loop budget ran out", key);
+	return ret;
+}
+
+__weak __noasan int hmap_iter(struct hmap __arena *m __arg_arena, struct hmap_cursor *cursor,
+			      u64 *key, u64 *val)
+{
+	u64 found = 0, v = 0;
+	int ret;
+
+	CHECK_MAP(__func__, m);
+	if (!cursor) {
+		arena_stderr("%s: no cursor", __func__);
+		return -EINVAL;
+	}
+	if (cursor->done)
+		return -ENOENT;
+	ret = read_first(m, cursor->hash, false, &found, &v);
+	if (ret == -ENOENT) {
+		cursor->done = 1;
+		return ret;
+	}
+	if (ret) {
+		arena_stderr("%s: map %llx: %s", __func__, (u64)m,
+			     ret == -EFAULT ? "damaged" : "the loop budget ran out");
+		return ret;
+	}
+	if (key)
+		*key = hmap_unhash(found);
+	if (val)
+		*val = v;
+	if (found == ~0ull)
+		cursor->done = 1;
+	else
+		cursor->hash = found + 1;
+	return 0;
+}
+
+__weak __noasan s64 hmap_count(struct hmap __arena *m __arg_arena)
+{
+	s64 sum = 0;
+	u32 i;
+
+	CHECK_MAP(__func__, m);
+	for (i = zero; i < HMAP_STRIPES && can_loop; i++)
+		sum += READ_ONCE(m->stripes[i].count);
+	return sum;
+}
+
+__weak __noasan s64 hmap_buckets(struct hmap __arena *m __arg_arena)
+{
+	struct hmap_table __arena *t;
+	u32 bits;
+
+	CHECK_MAP(__func__, m);
+	t = smp_load_acquire(&m->table);
+	bits = t ? table_bits(t) : 0;
+	return bits ? 1ll << bits : -EFAULT;
+}
+
+/* Free a table's bucket pointers and the table. */
+static __always_inline __noasan void free_table(struct hmap_table __arena *t)
+{
+	u32 i;
+
+	if (!t)
+		return;
+	for (i = zero; i < HMAP_MAX_SEGS && can_loop; i++)
+		arena_free(t->segs[i]);
+	arena_free(t);
+}
+
+/* A table of 2^bits buckets, all NULL; NULL when memory ran out. */
+static __always_inline __noasan struct hmap_table __arena *alloc_table(u32 bits)
+{
+	u64 nb = 1ull << (bits & 63), seg_size = nb < SEG_SIZE ? nb : SEG_SIZE;
+	struct hmap_table __arena *t = arena_malloc(sizeof(*t));
+	u32 i;
+
+	if (!t)
+		return NULL;
+	arena_memset(t, 0, sizeof(*t));
+	t->bits = bits;
+	t->nr_segs = nb / seg_size;
+	for (i = zero; i < t->nr_segs && i < HMAP_MAX_SEGS && can_loop; i++) {
+		t->segs[i] = arena_malloc(seg_size * sizeof(hmap_node_ptr));
+		if (!t->segs[i]) {
+			free_table(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+/*
+ * Memory for nr new sentinels, in blocks listed in the map from m->nr_blocks on: the
+ * sentinels per block, or 0 when memory ran out (nothing kept).
+ */
+static __always_inline __noasan u32 alloc_blocks(struct hmap __arena *m, u32 nr)
+{
+	u32 block_size = nr < BLOCK_SIZE ? nr : BLOCK_SIZE, first = m->nr_blocks, i;
+	hmap_node_ptr block;
+
+	if (!block_size || first + nr / block_size > HMAP_MAX_BLOCKS)
+		return 0;
+	for (i = zero; i < nr / block_size && can_loop; i++) {
+		block = arena_malloc((u64)block_size * sizeof(struct hmap_node));
+		if (!block)
+			goto nomem;
+		m->blocks[(first + i) % HMAP_MAX_BLOCKS] = block;
+		m->nr_blocks = first + i + 1;
+	}
+	if (i == nr / block_size)
+		return block_size;
+nomem:
+	for (i = first; i < m->nr_blocks && can_loop; i++)
+		arena_free(m->blocks[i % HMAP_MAX_BLOCKS]);
+	m->nr_blocks = first;
+	return 0;
+}
+
+/*
+ * Point t's buckets at old's (the table it doubles) for even buckets and at new sentinels
+ * for the rest (for all, without old), the sentinels in the blocks from first on. The
+ * new sentinels are not linked. 0, or -E2BIG if the loop budget ran out.
+ */
+static __noinline __noasan int fill_table(struct hmap __arena *m, struct hmap_table __arena *t,
+					  struct hmap_table __arena *old, u32 first,
+					  u32 block_size)
+{
+	u64 b, k = 0, bits = t->bits & 63, nb = 1ull << bits;
+	hmap_node_ptr sent;
+
+	for (b = zero; b < nb && can_loop; b++) {
+		if (old && !(b & 1)) {
+			*slot_of(t, b) = *slot_of(old, b >> 1);
+			continue;
+		}
+		sent = &m->blocks[(first + k / block_size) % HMAP_MAX_BLOCKS][k % block_size];
+		k++;
+		sent->next = NULL;
+		sent->hash = b << (64 - bits);
+		sent->val = 0;
+		sent->gen = 0;
+		sent->kind = HMAP_SENTINEL;
+		*slot_of(t, b) = sent;
+	}
+	return b == nb ? 0 : -E2BIG;
+}
+
+/*
+ * A table of 2^bits buckets (see fill_table), the new sentinels' memory in blocks listed
+ * in the map. NULL when memory ran out, nothing kept.
+ */
+static __always_inline __noasan struct hmap_table __arena *build_table(struct hmap __arena *m,
+								      struct hmap_table __arena *old,
+								      u32 bits)
+{
+	u32 first = m->nr_blocks, block_size, i;
+	struct hmap_table __arena *t;
+
+	if (bits < HMAP_MIN_BITS || bits > HMAP_MAX_BITS)
+		return NULL;
+	t = alloc_table(bits);
+	if (!t)
+		return NULL;
+	block_size = alloc_blocks(m, old ? 1u << (bits - 1) : 1u << bits);
+	if (block_size && !fill_table(m, t, old, first, block_size))
+		return t;
+	for (i = first; i < m->nr_blocks && can_loop; i++)
+		arena_free(m->blocks[i % HMAP_MAX_BLOCKS]);
+	m->nr_blocks = first;
+	free_table(t);
+	return NULL;
+}
+
+/*
+ * Under region s's lock: link the sentinels of nt (twice old's buckets) that fall in the
+ * region, each after the last node before it. Linking one already linked (a doubling
+ * cut short and resumed) changes nothing. 0, or -EFAULT on a damaged list.
+ */
+static __noinline __noasan int link_region(struct hmap_table __arena *old,
+					 struct hmap_table __arena *nt, u32 s)
+{
+	u32 per = 1u << (old->bits - HMAP_STRIPE_BITS), i;
+	hmap_node_ptr pred, next, sent;
+	u64 b, sh, prev;
+	bool stop;
+
+	for (i = zero; i < per && can_loop; i++) {
+		b = (u64)s * per + i;
+		pred = *slot_of(old, b);
+		sent = *slot_of(nt, 2 * b + 1);
+		if (!pred || !sent)
+			return -EFAULT;
+		sh = sent->hash;
+		prev = 0;
+		next = NULL;
+		stop = false;
+		while (can_loop) {
+			next = pred->next;
+			if (!next || next->hash > sh || (next->hash == sh && next == sent)) {
+				stop = true;
+				break;
+			}
+			if (next->hash == sh && next->kind == HMAP_SENTINEL)
+				return -EFAULT;		/* a sentinel of this hash not ours */
+			if (next->hash < prev)
+				return -EFAULT;
+			prev = next->hash;
+			pred = next;
+		}
+		if (!stop)
+			return -EFAULT;
+		if (next == sent)
+			continue;
+		sent->next = next;
+		smp_store_release(&pred->next, sent);
+	}
+	return i == per ? 0 : -EFAULT;
+}
+
+/*
+ * Double the table: one caller at a time (-EBUSY for the others). 0; -ENOMEM when its
+ * memory could not be had (the next try waits HMAP_GROW_RETRY_NS); -ETIMEDOUT when a
+ * region's lock could not be had (the next call resumes); -E2BIG at HMAP_MAX_BITS.
+ */
+static __noinline __noasan int grow(struct hmap __arena *m)
+{
+	struct hmap_table __arena *t, *nt;
+	u32 s, bits;
+	int ret = 0;
+
+	if (cmpxchg(&m->growing, 0, 1) != 0)
+		return -EBUSY;
+	t = m->table;
+	bits = table_bits(t);
+	if (!bits || bits >= HMAP_MAX_BITS) {
+		ret = bits ? -E2BIG : -EFAULT;
+		goto out;
+	}
+	nt = m->pending;
+	if (!nt) {
+		nt = build_table(m, t, bits + 1);
+		if (!nt) {
+			m->grow_failures++;
+			WRITE_ONCE(m->grow_after_ns, bpf_ktime_get_ns() + HMAP_GROW_RETRY_NS);
+			arena_stderr("hmap: cannot grow map %llx to %u buckets: out of memory",
+				     (u64)m, 2u << bits);
+			ret = -ENOMEM;
+			goto out;
+		}
+		m->pending = nt;
+	}
+	for (s = zero; s < HMAP_STRIPES && can_loop; s++) {
+		if (arena_spin_lock(&m->stripes[s].lock)) {
+			atomic_add(&m->lock_timeouts, 1);
+			ret = -ETIMEDOUT;
+			goto out;
+		}
+		ret = link_region(t, nt, s);
+		arena_spin_unlock(&m->stripes[s].lock);
+		if (ret)
+			goto out;
+	}
+	if (s != HMAP_STRIPES) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	/* Every sentinel linked: readers may start from the new table. */
+	nt->older = t;
+	smp_store_release(&m->table, nt);
+	m->pending = NULL;
+	m->grows++;
+out:
+	if (ret == -EFAULT)
+		arena_stderr("hmap: map %llx is damaged: no doubling", (u64)m);
+	smp_store_release(&m->growing, 0);
+	return ret;
+}
+
+__weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacity)
+{
+	u32 want = HMAP_MIN_BITS, bits, i, tries = 0;
+	u64 pieces;
+	int ret;
+
+	CHECK_MAP(__func__, m);
+	/* Buckets for capacity entries at HMAP_LOAD per bucket: a power of two. */
+	while (want < HMAP_MAX_BITS && ((u64)HMAP_LOAD << want) < capacity && can_loop)
+		want++;
+	for (i = zero; i < HMAP_MAX_BITS + HMAP_RESERVE_TRIES && can_loop; i++) {
+		bits = table_bits(smp_load_acquire(&m->table));
+		if (!bits)
+			return -EFAULT;
+		if (bits >= want)
+			return 0;
+		/*
+		 * The doubling's 64 KiB pieces made room for first (the pointer segments and the
+		 * sentinel blocks), so that its plain arena_malloc() calls find them.
+		 */
+		pieces = (2ull << bits) / SEG_SIZE + (1ull << bits) / BLOCK_SIZE + 2;
+		ret = arena_heap_reserve(HMAP_SEGMENT_BYTES, pieces);
+		if (ret)
+			return ret;
+		ret = grow(m);
+		/*
+		 * A sleepable program may move to another CPU between the reservation and the
+		 * doubling, whose heap then has no room: reserve there and try again.
+		 */
+		if (ret == -ENOMEM && ++tries < HMAP_RESERVE_TRIES)
+			continue;
+		if (ret)
+			return ret;
+	}
+	return table_bits(smp_load_acquire(&m->table)) >= want ? 0 : -EAGAIN;
+}
+
+__weak __noasan u64 hmap_create_addr(u32 capacity)
+{
+	struct hmap_table __arena *t;
+	struct hmap __arena *m;
+	hmap_node_ptr sent, next;
+	u32 bits = HMAP_MIN_BITS;
+	u64 b, nb;
+
+	while (bits < HMAP_MAX_BITS && ((u64)HMAP_LOAD << bits) < capacity && can_loop)
+		bits++;
+	m = arena_malloc(sizeof(*m));
+	if (!m)
+		goto nomem;
+	arena_memset(m, 0, sizeof(*m));
+	t = build_table(m, NULL, bits);
+	if (!t) {
+		arena_free(m);
+		goto nomem;
+	}
+	/* The sentinels in order: nobody else sees the map yet. */
+	nb = 1ull << bits;
+	for (b = zero; b + 1 < nb && can_loop; b++) {
+		sent = *slot_of(t, b);
+		next = *slot_of(t, b + 1);
+		sent->next = next;
+	}
+	m->table = t;
+	smp_store_release(&m->magic, HMAP_MAGIC);
+	return (u64)m;
+nomem:
+	arena_stderr("hmap_create: out of memory for %u entries (a sleepable program may "
+		     "create a small map and hmap_reserve() it)", capacity);
+	return 0;
+}
+
+/*
+ * Free up to FREE_CHUNK entries of a chain from node on (sentinels are skipped: their
+ * memory is a block's); where it stopped, or NULL at the end.
+ */
+static __noinline __noasan hmap_node_ptr free_chain(hmap_node_ptr node)
+{
+	hmap_node_ptr next;
+	u32 i;
+
+	for (i = zero; node && i < FREE_CHUNK && can_loop; i++) {
+		next = node->next;
+		if (node->kind == HMAP_ENTRY)
+			arena_free(node);
+		node = next;
+	}
+	return node;
+}
+
+static __always_inline __noasan int free_all(hmap_node_ptr node)
+{
+	u32 i;
+
+	for (i = zero; node && i < 256 && can_loop; i++)
+		node = free_chain(node);
+	return node ? -E2BIG : 0;
+}
+
+__weak __noasan int hmap_destroy(struct hmap __arena *m __arg_arena)
+{
+	struct hmap_table __arena *t, *older;
+	int ret = 0;
+	u32 i;
+
+	CHECK_MAP(__func__, m);
+	if (cmpxchg(&m->growing, 0, 1) != 0) {
+		arena_stderr("%s: map %llx is growing: in use", __func__, (u64)m);
+		return -EBUSY;
+	}
+	m->magic = 0;
+	t = m->table;
+	/* Bucket 0's sentinel starts the list. */
+	if (t && table_bits(t))
+		ret = free_all(*slot_of(t, 0));
+	for (i = zero; i < HMAP_STRIPES && can_loop; i++)
+		ret = free_all(m->stripes[i].free) ?: ret;
+	for (i = zero; i < m->nr_blocks && i < HMAP_MAX_BLOCKS && can_loop; i++)
+		arena_free(m->blocks[i]);
+	free_table(m->pending);
+	for (i = zero; t && i < HMAP_MAX_BITS + 1 && can_loop; i++) {
+		older = t->older;
+		free_table(t);
+		t = older;
+	}
+	if (ret)
+		arena_stderr("%s: map %llx: more entries than one call frees: some leaked",
+			     __func__, (u64)m);
+	arena_free(m);
+	return ret;
+}
