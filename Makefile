@@ -18,7 +18,8 @@
 #   make bench     the allocator benchmark, in the VM (figures, not pass/fail), and
 #                  again in the sanitizer build with the ratio (clang 22); plots the
 #                  figures into build/bench.svg (gnuplot); then the ordered maps
-#                  (B-tree, red-black tree, hash map) side by side
+#                  (B-tree, red-black tree, hash map) side by side, and the
+#                  concurrent hash map against BPF_MAP_TYPE_HASH on 1 and all vCPUs
 #   make bench-btree-nodes   the B-tree's benchmark for each node size, 256 B to 1 KiB
 #   make print-bpf-cflags | print-asan-cflags | print-bpftool | print-runner | print-lib
 #
@@ -115,6 +116,8 @@ bench: lib
 	@scripts/bench-plot $(OUT)/bench.dat $(OUT)/bench.svg
 	@echo; echo "== ordered maps"
 	@$(VM) -- $(OUT)/bench/bench_trees $(OUT)/bench/bench_trees.bpf.o
+	@echo; echo "== hash maps"
+	@$(VM) -- $(OUT)/bench/bench_hashmap $(OUT)/bench/bench_hashmap.bpf.o
 
 # The B-tree's node size, measured: its benchmark on nodes of 256 bytes to 1 KiB (the
 # library built once per size, BT_SEARCH_STEPS 4..6), all in one boot. Larger nodes

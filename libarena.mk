@@ -133,7 +133,7 @@ ASAN_BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/asan/bench
 	$(BENCH_SRCS))
 
 all: lib $(ASAN_TARGET) tests runner examples bench
-bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees
+bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees $(OUTPUT)/bench/bench_hashmap
 lib: $(LIB_OBJ) $(USER_LIB)
 asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS) $(ASAN_EXAMPLE_OBJS)
 asan-skip:
@@ -244,7 +244,7 @@ $(OUTPUT)/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 $(OUTPUT)/bench/%.bpf.o: $(OUTPUT)/bench/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
-$(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees: $(OUTPUT)/bench/%: $(LIBARENA_DIR)/bench/%.c \
+$(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees $(OUTPUT)/bench/bench_hashmap: $(OUTPUT)/bench/%: $(LIBARENA_DIR)/bench/%.c \
 		$(USER_LIB) $(LIBBPF_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)

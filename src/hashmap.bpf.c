@@ -67,66 +67,81 @@ static __always_inline __noasan hmap_node_ptr bucket_start(struct hmap __arena *
  * hash comes before it); otherwise (iteration): at the first entry at or after hash.
  * 0 and the entry's hash and value; -ENOENT; -EFAULT for a damaged map; -EAGAIN when the
  * loop budget ran out (writers kept changing the nodes under the walk).
+ *
+ * Nodes on the way are read without a check: a node deleted or reused under us may lead
+ * the walk astray, but what it ends on is checked. An entry found is one whose gen did
+ * not change around the reads of its hash and value; a "not there" holds only if the
+ * node before, with the gen we read, still points at the node after, whose gen did not
+ * change either: both live and next to each other at that moment.
  */
 static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash, bool lookup,
 					       u64 *found, u64 *val)
 {
-	hmap_node_ptr start = bucket_start(m, hash), node = start, pred = NULL, next;
-	u32 gen, pred_gen = 0, kind, pred_kind = 0;
+	hmap_node_ptr start = bucket_start(m, hash), node, pred, next;
+	u32 gen, pred_gen = 0, kind, pred_kind = HMAP_SENTINEL;
 	bool disorder = false;
-	u64 nh, v, prev = 0;
+	u64 nh, prev = 0;
 
 	if (!start)
 		return -EFAULT;
+	/* A bucket's sentinel is never deleted and lies at or before hash: start past it. */
+	pred = start;
+	node = READ_ONCE(start->next);
 	while (can_loop) {
+		if (!node)
+			return -ENOENT;	/* pred was live and last */
 		gen = smp_load_acquire(&node->gen);
 		nh = READ_ONCE(node->hash);
 		kind = READ_ONCE(node->kind);
-		v = READ_ONCE(node->val);
 		next = READ_ONCE(node->next);
-		smp_rmb();	/* the fields before the second load of gen */
-		if ((gen & 1) || READ_ONCE(node->gen) != gen)
-			goto restart;	/* deleted or reused under us */
-		if (pred && (nh < prev || (nh == prev && kind <= pred_kind))) {
+		if (kind == HMAP_ENTRY && nh >= hash) {
+			*found = nh;
+			*val = READ_ONCE(node->val);
+			smp_rmb();	/* the fields before the second load of gen */
+			if ((gen & 1) || READ_ONCE(node->gen) != gen)
+				goto restart;	/* deleted or reused under us */
+			if (nh == hash)
+				return 0;
+			goto check_gap;
+		}
+		if (lookup && nh > hash)
+			goto check_gap;
+		if (!next) {
+			/* The last node: nothing after it, if it was live then. */
+			smp_rmb();
+			if ((gen & 1) || READ_ONCE(node->gen) != gen)
+				goto restart;
+			return -ENOENT;
+		}
+		if (node == start ||
+		    (pred != start && (nh < prev || (nh == prev && kind <= pred_kind)))) {
 			/* Out of order: reused under us, or a list user space wrote over. */
 			disorder = true;
 			goto restart;
 		}
-		if (kind == HMAP_ENTRY && nh == hash) {
-			/* A live entry of the key: its value, whatever the path here. */
-			*found = nh;
-			*val = v;
-			return 0;
-		}
-		if (lookup ? nh > hash : kind == HMAP_ENTRY && nh > hash) {
-			/*
-			 * Nothing between pred and node holds only if pred, still the live node we
-			 * read, still points at node, and node is still what we read.
-			 */
-			if (!pred || READ_ONCE(pred->gen) != pred_gen || READ_ONCE(pred->next) != node)
-				goto restart;
-			smp_rmb();	/* pred's link before node's gen */
-			if (READ_ONCE(node->gen) != gen)
-				goto restart;
-			*found = nh;
-			*val = v;
-			return lookup ? -ENOENT : 0;
-		}
-		if (!next)
-			return -ENOENT;	/* node was live and last */
 		prev = nh;
 		pred = node;
 		pred_gen = gen;
 		pred_kind = kind;
 		node = next;
 		continue;
+check_gap:
+		/* Nothing between pred and node at this moment: both live, one after the other. */
+		if ((pred_gen & 1) || READ_ONCE(pred->gen) != pred_gen ||
+		    READ_ONCE(pred->next) != node)
+			goto restart;
+		smp_rmb();	/* pred's link before node's gen */
+		if ((gen & 1) || READ_ONCE(node->gen) != gen)
+			goto restart;
+		return lookup ? -ENOENT : 0;
 restart:
 		start = bucket_start(m, hash);
 		if (!start)
 			return -EFAULT;
-		node = start;
-		pred = NULL;
+		pred = start;
+		pred_gen = 0;
 		prev = 0;
+		node = READ_ONCE(start->next);
 	}
 	/* Budget gone: with nodes out of order seen, more likely damage than bad luck. */
 	return disorder ? -EFAULT : -EAGAIN;
@@ -229,7 +244,6 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 	return ret;
 }
 
-static __noinline __noasan int grow(struct hmap __arena *m);
 
 /* Whether the region of s holds more than HMAP_LOAD entries a bucket: time to double. */
 static __always_inline __noasan bool wants_growth(struct hmap __arena *m,
@@ -313,12 +327,14 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 	return -EFAULT;
 }
 
+int hmap_grow(struct hmap __arena *m __arg_arena);
+
 /* An insert that wants the table doubled: it was done, whatever the doubling does. */
 static __always_inline __noasan int after_insert(struct hmap __arena *m, int ret)
 {
 	if (ret != WANTS_GROWTH)
 		return ret;
-	grow(m);
+	hmap_grow(m);
 	return 0;
 }
 
@@ -577,15 +593,17 @@ static __noinline __noasan int link_region(struct hmap_table __arena *old,
 
 /*
  * Double the table: one caller at a time (-EBUSY for the others). 0; -ENOMEM when its
- * memory could not be had (the next try waits HMAP_GROW_RETRY_NS); -ETIMEDOUT when a
- * region's lock could not be had (the next call resumes); -E2BIG at HMAP_MAX_BITS.
+ * memory could not be had (an insert's next try waits HMAP_GROW_RETRY_NS); -ETIMEDOUT
+ * when a region's lock could not be had (the next call resumes); -E2BIG at HMAP_MAX_BITS.
+ * Global, so that the verifier checks it once, not at each of its callers' states.
  */
-static __noinline __noasan int grow(struct hmap __arena *m)
+__weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 {
 	struct hmap_table __arena *t, *nt;
 	u32 s, bits;
 	int ret = 0;
 
+	CHECK_MAP(__func__, m);
 	if (cmpxchg(&m->growing, 0, 1) != 0)
 		return -EBUSY;
 	t = m->table;
@@ -636,8 +654,8 @@ out:
 
 __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacity)
 {
-	u32 want = HMAP_MIN_BITS, bits, i, tries = 0;
-	u64 pieces;
+	u32 want = HMAP_MIN_BITS, bits, i, tries = zero;
+	u64 nb, pieces;
 	int ret;
 
 	CHECK_MAP(__func__, m);
@@ -649,16 +667,28 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		if (!bits)
 			return -EFAULT;
 		if (bits >= want)
-			return 0;
+			break;
 		/*
-		 * The doubling's 64 KiB pieces made room for first (the pointer segments and the
-		 * sentinel blocks), so that its plain arena_malloc() calls find them.
+		 * Room made first for the doubling's pieces (the table, its pointer segments,
+		 * the new sentinels' blocks), so that its plain arena_malloc() calls find it.
+		 * A reservation is a level to fill a kind of span to, not an addition: each
+		 * piece size asks for room for all the pieces, so that pieces of one kind
+		 * are all counted whichever size asks last.
 		 */
-		pieces = (2ull << bits) / SEG_SIZE + (1ull << bits) / BLOCK_SIZE + 2;
-		ret = arena_heap_reserve(HMAP_SEGMENT_BYTES, pieces);
+		nb = 2ull << bits;
+		pieces = (nb < SEG_SIZE ? 1 : nb / SEG_SIZE) +
+			 (nb / 2 < BLOCK_SIZE ? 1 : nb / 2 / BLOCK_SIZE) + 1;
+		ret = arena_heap_reserve(sizeof(struct hmap_table), pieces);
+		if (!ret)
+			ret = arena_heap_reserve(nb < SEG_SIZE ? nb * sizeof(hmap_node_ptr) :
+						 HMAP_SEGMENT_BYTES, pieces);
+		if (!ret)
+			ret = arena_heap_reserve(nb / 2 < BLOCK_SIZE ?
+						 nb / 2 * sizeof(struct hmap_node) :
+						 HMAP_SEGMENT_BYTES, pieces);
 		if (ret)
 			return ret;
-		ret = grow(m);
+		ret = hmap_grow(m);
 		/*
 		 * A sleepable program may move to another CPU between the reservation and the
 		 * doubling, whose heap then has no room: reserve there and try again.
@@ -668,7 +698,14 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		if (ret)
 			return ret;
 	}
-	return table_bits(smp_load_acquire(&m->table)) >= want ? 0 : -EAGAIN;
+	if (table_bits(smp_load_acquire(&m->table)) < want)
+		return -EAGAIN;
+	/* And room on this CPU for the entries to come: a bulk build needs nothing more. */
+	nb = hmap_count(m);
+	pieces = (u64)HMAP_LOAD << HMAP_MAX_BITS;	/* as many as the largest table is for */
+	if (capacity < pieces)
+		pieces = capacity;
+	return pieces > nb ? arena_heap_reserve(sizeof(struct hmap_node), pieces - nb) : 0;
 }
 
 __weak __noasan u64 hmap_create_addr(u32 capacity)

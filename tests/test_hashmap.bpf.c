@@ -78,7 +78,15 @@ int test_hashmap_calls(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(hmap_buckets(NULL), -EINVAL);
 	ARENA_ASSERT_EQ(hmap_reserve(NULL, 10), -EINVAL);
 	ARENA_ASSERT_EQ(hmap_destroy(NULL), -EINVAL);
+	ARENA_ASSERT_EQ(hmap_grow(NULL), -EINVAL);
 	ARENA_ASSERT_EQ(hmap_count(m), 5);
+	/* Doubled by hand: every entry still there. */
+	ARENA_ASSERT_EQ(hmap_grow(m), 0);
+	ARENA_ASSERT_EQ(hmap_buckets(m), 2 << HMAP_MIN_BITS);
+	ARENA_ASSERT_EQ(hmap_lookup(m, hmap_unhash(1ull << 63), &val), 0);
+	ARENA_ASSERT_EQ(val, 11);
+	ARENA_ASSERT_EQ(hmap_lookup(m, 1, &val), 0);
+	ARENA_ASSERT_EQ(val, 300);
 	ARENA_ASSERT_EQ(hmap_destroy(m), 0);
 #ifndef LIBARENA_ASAN
 	/* A destroyed map is refused (its memory read after free: not in the sanitizer build). */
@@ -217,9 +225,10 @@ int test_hashmap_reserve(struct arena_test_ctx *ctx)
 	for (i = zero; i < 1000 && can_loop; i++)
 		t_wrong += hmap_lookup(m, i * 7919, &val) != 0 || val != i;
 	ARENA_ASSERT_EQ(t_wrong, 0);
-	ARENA_ASSERT_EQ(hmap_reserve(m, ~0u), 0);
-	ARENA_ASSERT_EQ(hmap_buckets(m), 1 << HMAP_MAX_BITS);
-	ARENA_ASSERT_EQ(hmap_reserve(m, ~0u), 0);	/* already there */
+	/* 2^18 buckets: 8 MiB of sentinels and 2 MiB of pointers, 96 doubling pieces. */
+	ARENA_ASSERT_EQ(hmap_reserve(m, HMAP_LOAD << 18), 0);
+	ARENA_ASSERT_EQ(hmap_buckets(m), 1 << 18);
+	ARENA_ASSERT_EQ(hmap_reserve(m, HMAP_LOAD << 17), 0);	/* already there */
 	for (i = zero; i < 1000 && can_loop; i++)
 		t_wrong += hmap_lookup(m, i * 7919, &val) != 0 || val != i;
 	ARENA_ASSERT_EQ(t_wrong, 0);

@@ -15,9 +15,12 @@
  *                                zeroed, HMAP_CURSOR_INIT). 0; -ENOENT at the end
  *   hmap_count(m)                entries in it (a snapshot while others work on it)
  *   hmap_buckets(m)              buckets of its table now
- *   hmap_reserve(m, capacity)    grow the table now for capacity entries; sleepable
- *                                programs only (it maps memory as it needs), so that no
- *                                later insert pays for it
+ *   hmap_grow(m)                 double the table now. 0; -EBUSY while another call
+ *                                doubles it; -ENOMEM; -E2BIG at 2^HMAP_MAX_BITS buckets
+ *   hmap_reserve(m, capacity)    grow the table now for capacity entries and make room
+ *                                on this CPU for the entries to come; sleepable programs
+ *                                only (it maps memory), so that a bulk build from one
+ *                                needs nothing more and no later insert pays for growth
  *   hmap_destroy(m)              free it and everything in it. Nobody may use m any more
  *
  * Bad calls (a NULL or destroyed map, a NULL cursor): -EINVAL and a log line. A writer
@@ -184,6 +187,7 @@ int hmap_iter(struct hmap __arena *m __arg_arena, struct hmap_cursor *cursor, u6
 s64 hmap_count(struct hmap __arena *m __arg_arena);
 s64 hmap_buckets(struct hmap __arena *m __arg_arena);
 int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacity);
+int hmap_grow(struct hmap __arena *m __arg_arena);
 
 static __always_inline struct hmap __arena *hmap_create(u32 capacity)
 {
