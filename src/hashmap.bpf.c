@@ -86,19 +86,22 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 		return -EFAULT;
 	/* A bucket's sentinel is never deleted and lies at or before hash: start past it. */
 	pred = start;
-	node = READ_ONCE(start->next);
+	node = smp_load_acquire(&start->next);
 	while (can_loop) {
 		if (!node)
 			return -ENOENT;	/* pred was live and last */
+		/*
+		 * Acquire loads, each ordered before the next (on x86-64 plain loads): the fields
+		 * between the two loads of gen, as a seqcount's reader.
+		 */
 		gen = smp_load_acquire(&node->gen);
-		nh = READ_ONCE(node->hash);
-		kind = READ_ONCE(node->kind);
-		next = READ_ONCE(node->next);
+		nh = smp_load_acquire(&node->hash);
+		kind = smp_load_acquire(&node->kind);
+		next = smp_load_acquire(&node->next);
 		if (kind == HMAP_ENTRY && nh >= hash) {
 			*found = nh;
-			*val = READ_ONCE(node->val);
-			smp_rmb();	/* the fields before the second load of gen */
-			if ((gen & 1) || READ_ONCE(node->gen) != gen)
+			*val = smp_load_acquire(&node->val);
+			if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
 				goto restart;	/* deleted or reused under us */
 			if (nh == hash)
 				return 0;
@@ -108,8 +111,7 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 			goto check_gap;
 		if (!next) {
 			/* The last node: nothing after it, if it was live then. */
-			smp_rmb();
-			if ((gen & 1) || READ_ONCE(node->gen) != gen)
+			if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
 				goto restart;
 			return -ENOENT;
 		}
@@ -127,11 +129,10 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 		continue;
 check_gap:
 		/* Nothing between pred and node at this moment: both live, one after the other. */
-		if ((pred_gen & 1) || READ_ONCE(pred->gen) != pred_gen ||
-		    READ_ONCE(pred->next) != node)
+		if ((pred_gen & 1) || smp_load_acquire(&pred->gen) != pred_gen ||
+		    smp_load_acquire(&pred->next) != node)
 			goto restart;
-		smp_rmb();	/* pred's link before node's gen */
-		if ((gen & 1) || READ_ONCE(node->gen) != gen)
+		if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
 			goto restart;
 		return lookup ? -ENOENT : 0;
 restart:
@@ -141,7 +142,7 @@ restart:
 		pred = start;
 		pred_gen = 0;
 		prev = 0;
-		node = READ_ONCE(start->next);
+		node = smp_load_acquire(&start->next);
 	}
 	/* Budget gone: with nodes out of order seen, more likely damage than bad luck. */
 	return disorder ? -EFAULT : -EAGAIN;
@@ -196,10 +197,12 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 			} else if (op == OP_DELETE) {
 				*old = node->val;
 				WRITE_ONCE(pred->next, node->next);
-				/* Odd before the link is reused: readers on it start over. */
+				/*
+				 * Odd before the link is reused (the release orders the two):
+				 * readers on it start over.
+				 */
 				WRITE_ONCE(node->gen, node->gen + 1);
-				smp_wmb();
-				WRITE_ONCE(node->next, s->free);
+				smp_store_release(&node->next, s->free);
 				WRITE_ONCE(s->free, node);
 				s->nr_free++;
 				WRITE_ONCE(s->count, s->count - 1);
@@ -220,13 +223,15 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				spare = NULL;
 			}
 			if (fresh) {
-				/* Filled while gen is odd, made even, then linked. */
-				WRITE_ONCE(fresh->hash, hash);
-				WRITE_ONCE(fresh->val, val);
-				WRITE_ONCE(fresh->kind, HMAP_ENTRY);
-				WRITE_ONCE(fresh->next, pred->next);
-				smp_wmb();
-				WRITE_ONCE(fresh->gen, fresh->gen + 1);
+				/*
+				 * Filled while gen is odd, made even, then linked: releases, so
+				 * a reader that sees a new field sees gen odd or even again.
+				 */
+				smp_store_release(&fresh->hash, hash);
+				smp_store_release(&fresh->val, val);
+				smp_store_release(&fresh->kind, HMAP_ENTRY);
+				smp_store_release(&fresh->next, pred->next);
+				smp_store_release(&fresh->gen, fresh->gen + 1);
 				smp_store_release(&pred->next, fresh);
 				WRITE_ONCE(s->count, s->count + 1);
 				ret = DONE;

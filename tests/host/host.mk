@@ -28,6 +28,7 @@ test_mpmcq_SRCS := $(ROOT)/src/mpmcq.bpf.c
 test_mpsc_SRCS := $(ROOT)/src/mpsc.bpf.c
 test_minheap_SRCS := $(ROOT)/src/minheap.bpf.c
 test_list_SRCS :=
+test_hashmap_SRCS := $(ROOT)/src/hashmap.bpf.c
 test_btree_SRCS := $(ROOT)/src/btree.bpf.c
 # The same tests on 14-key nodes (twice as high), destroy in slices of 100 nodes.
 test_btree4_SRCS := $(ROOT)/src/btree.bpf.c
@@ -35,7 +36,7 @@ test_btree4_CFLAGS := -DBT_SEARCH_STEPS=4 -DBT_DESTROY_MAX=100
 
 TESTS := test_common test_log_ring test_buddy test_heap test_rbtree test_spmc test_btree \
 	test_btree4 test_spinlock test_mpmcq test_mpsc test_minheap \
-	test_list
+	test_list test_hashmap
 BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 
 all: $(BINS)
