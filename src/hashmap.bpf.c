@@ -14,7 +14,6 @@
  */
 #include <libarena/hashmap.h>
 
-#define SEG_SIZE	(1u << HMAP_SEG_BITS)
 #define BLOCK_SIZE	(1u << HMAP_BLOCK_BITS)
 #define FREE_CHUNK	(1u << 20)	/* nodes one call of free_chain() frees */
 #define HMAP_RESERVE_TRIES	4	/* doublings hmap_reserve() tries that find no memory */
@@ -35,30 +34,60 @@ static __always_inline __noasan u32 stripe_of(u64 hash)
 	return hash >> (64 - HMAP_STRIPE_BITS);
 }
 
-/* The table's bits, or 0 when user space wrote over them. */
-static __always_inline __noasan u32 table_bits(struct hmap_table __arena *t)
+/* The map's bits, or 0 when user space wrote over them. */
+static __always_inline __noasan u32 map_bits(u32 bits, u32 base_bits)
 {
-	u32 bits = t->bits;
-
-	return bits >= HMAP_MIN_BITS && bits <= HMAP_MAX_BITS ? bits : 0;
+	return bits >= base_bits && base_bits >= HMAP_MIN_BITS && bits <= HMAP_MAX_BITS ?
+	       bits : 0;
 }
 
-/* Where bucket b's pointer lives in table t. */
-static __always_inline __noasan hmap_node_ptr __arena *slot_of(struct hmap_table __arena *t,
-								u64 b)
+/*
+ * The index of x's lowest set bit (x not 0): a de Bruijn multiply, no loop, no branch.
+ * The table lives in the arena: the verifier does not follow arena values, so a bucket
+ * number that reaches it does not become a value the verifier must track exactly (a
+ * read-only map's would, and the loops over buckets would no longer converge).
+ */
+u8 __arena_global hmap_debruijn_index[64] = {
+	0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4,
+	62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24, 18, 12, 5,
+	63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11,
+	46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6,
+};
+
+static __always_inline __noasan u32 lowest_bit(u64 x)
 {
-	return &t->segs[(b >> HMAP_SEG_BITS) & (HMAP_MAX_SEGS - 1)][b & (SEG_SIZE - 1)];
+	return hmap_debruijn_index[((x & -x) * 0x03f79d71b4cb0a89ull) >> 58];
 }
 
-/* The sentinel of the bucket that holds hash, in the map's table now; NULL if damaged. */
+/*
+ * Bucket b's sentinel with 2^bits buckets. Buckets whose number has its low
+ * bits - base_bits bits clear are level 0's (b >> that); any other was added by the
+ * doubling to bits - lowest_bit(b), which made the odd buckets of its table: its level's
+ * entry b >> (lowest_bit(b) + 1).
+ */
+static __always_inline __noasan hmap_node_ptr sentinel_of(struct hmap __arena *m, u64 b,
+							   u32 bits, u32 base_bits)
+{
+	u32 shift = bits - base_bits, level = 0, low;
+	u64 idx = b >> shift;
+
+	if (b & ((1ull << shift) - 1)) {
+		low = lowest_bit(b);
+		level = shift - low;
+		idx = b >> (low + 1);
+	}
+	return &m->blocks[(m->level_block[level % (HMAP_MAX_BITS + 1)] + (idx >> HMAP_BLOCK_BITS)) %
+			  HMAP_MAX_BLOCKS][idx & (BLOCK_SIZE - 1)];
+}
+
+/* The sentinel of the bucket that holds hash, with the map's bits now; NULL if damaged. */
 static __always_inline __noasan hmap_node_ptr bucket_start(struct hmap __arena *m, u64 hash)
 {
-	struct hmap_table __arena *t = smp_load_acquire(&m->table);
-	u32 bits = t ? table_bits(t) : 0;
+	u32 base_bits = m->base_bits, bits = map_bits(smp_load_acquire(&m->bits), base_bits);
 
 	if (!bits)
 		return NULL;
-	return *slot_of(t, hash >> (64 - bits));
+	return sentinel_of(m, hash >> (64 - bits), bits, base_bits);
 }
 
 /*
@@ -196,7 +225,12 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				ret = ALREADY_THERE;
 			} else if (op == OP_DELETE) {
 				*old = node->val;
-				WRITE_ONCE(pred->next, node->next);
+				/*
+				 * A release, as every store that makes a node reachable: the
+				 * node after was filled by another CPU, whose writes readers
+				 * coming this way must see.
+				 */
+				smp_store_release(&pred->next, node->next);
 				/*
 				 * Odd before the link is reused (the release orders the two):
 				 * readers on it start over.
@@ -254,8 +288,7 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 static __always_inline __noasan bool wants_growth(struct hmap __arena *m,
 						  struct hmap_stripe __arena *s)
 {
-	struct hmap_table __arena *t = READ_ONCE(m->table);
-	u32 bits = table_bits(t);
+	u32 bits = map_bits(READ_ONCE(m->bits), m->base_bits);
 
 	return bits && bits < HMAP_MAX_BITS && !READ_ONCE(m->growing) &&
 	       READ_ONCE(s->count) > ((u64)HMAP_LOAD << (bits - HMAP_STRIPE_BITS)) &&
@@ -425,47 +458,11 @@ __weak __noasan s64 hmap_count(struct hmap __arena *m __arg_arena)
 
 __weak __noasan s64 hmap_buckets(struct hmap __arena *m __arg_arena)
 {
-	struct hmap_table __arena *t;
 	u32 bits;
 
 	CHECK_MAP(__func__, m);
-	t = smp_load_acquire(&m->table);
-	bits = t ? table_bits(t) : 0;
+	bits = map_bits(smp_load_acquire(&m->bits), m->base_bits);
 	return bits ? 1ll << bits : -EFAULT;
-}
-
-/* Free a table's bucket pointers and the table. */
-static __always_inline __noasan void free_table(struct hmap_table __arena *t)
-{
-	u32 i;
-
-	if (!t)
-		return;
-	for (i = zero; i < HMAP_MAX_SEGS && can_loop; i++)
-		arena_free(t->segs[i]);
-	arena_free(t);
-}
-
-/* A table of 2^bits buckets, all NULL; NULL when memory ran out. */
-static __always_inline __noasan struct hmap_table __arena *alloc_table(u32 bits)
-{
-	u64 nb = 1ull << (bits & 63), seg_size = nb < SEG_SIZE ? nb : SEG_SIZE;
-	struct hmap_table __arena *t = arena_malloc(sizeof(*t));
-	u32 i;
-
-	if (!t)
-		return NULL;
-	arena_memset(t, 0, sizeof(*t));
-	t->bits = bits;
-	t->nr_segs = nb / seg_size;
-	for (i = zero; i < t->nr_segs && i < HMAP_MAX_SEGS && can_loop; i++) {
-		t->segs[i] = arena_malloc(seg_size * sizeof(hmap_node_ptr));
-		if (!t->segs[i]) {
-			free_table(t);
-			return NULL;
-		}
-	}
-	return t;
 }
 
 /*
@@ -495,103 +492,87 @@ nomem:
 	return 0;
 }
 
-/*
- * Point t's buckets at old's (the table it doubles) for even buckets and at new sentinels
- * for the rest (for all, without old), the sentinels in the blocks from first on. The
- * new sentinels are not linked. 0, or -E2BIG if the loop budget ran out.
- */
-static __noinline __noasan int fill_table(struct hmap __arena *m, struct hmap_table __arena *t,
-					  struct hmap_table __arena *old, u32 first,
-					  u32 block_size)
+/* Fill 2^nr_bits sentinels from block first on (see make_level). 0, or -E2BIG. */
+static __noinline __noasan int init_level(struct hmap __arena *m, u32 first, u32 block_size,
+					  u32 bits, u32 nr_bits)
 {
-	u64 b, k = 0, bits = t->bits & 63, nb = 1ull << bits;
+	u64 i, b, nr = 1ull << (nr_bits & 31);
 	hmap_node_ptr sent;
 
-	for (b = zero; b < nb && can_loop; b++) {
-		if (old && !(b & 1)) {
-			*slot_of(t, b) = *slot_of(old, b >> 1);
-			continue;
-		}
-		sent = &m->blocks[(first + k / block_size) % HMAP_MAX_BLOCKS][k % block_size];
-		k++;
+	for (i = zero; i < nr && can_loop; i++) {
+		sent = &m->blocks[(first + i / block_size) % HMAP_MAX_BLOCKS][i % block_size];
+		b = nr_bits == bits ? i : 2 * i + 1;
 		sent->next = NULL;
 		sent->hash = b << (64 - bits);
 		sent->val = 0;
 		sent->gen = 0;
 		sent->kind = HMAP_SENTINEL;
-		*slot_of(t, b) = sent;
 	}
-	return b == nb ? 0 : -E2BIG;
+	return i == nr ? 0 : -E2BIG;
 }
 
 /*
- * A table of 2^bits buckets (see fill_table), the new sentinels' memory in blocks listed
- * in the map. NULL when memory ran out, nothing kept.
+ * A level of 2^nr_bits sentinels for a table of 2^bits buckets, unlinked: level 0 (all
+ * buckets) when nr_bits == bits, else the odd buckets. 0, or -ENOMEM with nothing kept.
+ * Inline: its allocations stay one frame below the caller.
  */
-static __always_inline __noasan struct hmap_table __arena *build_table(struct hmap __arena *m,
-								      struct hmap_table __arena *old,
-								      u32 bits)
+static __always_inline __noasan int make_level(struct hmap __arena *m, u32 level, u32 bits,
+					       u32 nr_bits)
 {
 	u32 first = m->nr_blocks, block_size, i;
-	struct hmap_table __arena *t;
 
-	if (bits < HMAP_MIN_BITS || bits > HMAP_MAX_BITS)
-		return NULL;
-	t = alloc_table(bits);
-	if (!t)
-		return NULL;
-	block_size = alloc_blocks(m, old ? 1u << (bits - 1) : 1u << bits);
-	if (block_size && !fill_table(m, t, old, first, block_size))
-		return t;
+	block_size = alloc_blocks(m, 1u << (nr_bits & 31));
+	if (!block_size)
+		return -ENOMEM;
+	if (!init_level(m, first, block_size, bits, nr_bits)) {
+		m->level_block[level % (HMAP_MAX_BITS + 1)] = first;
+		return 0;
+	}
 	for (i = first; i < m->nr_blocks && can_loop; i++)
 		arena_free(m->blocks[i % HMAP_MAX_BLOCKS]);
 	m->nr_blocks = first;
-	free_table(t);
-	return NULL;
+	return -ENOMEM;
 }
 
 /*
- * Under region s's lock: link the sentinels of nt (twice old's buckets) that fall in the
- * region, each after the last node before it. Linking one already linked (a doubling
- * cut short and resumed) changes nothing. 0, or -EFAULT on a damaged list.
+ * Under the lock: link sentinel sent after the last node before it, walking from pred (a
+ * sentinel before it). Linking one already linked (a doubling cut short and resumed)
+ * changes nothing. 0, or -EFAULT on a damaged list.
  */
-static __noinline __noasan int link_region(struct hmap_table __arena *old,
-					 struct hmap_table __arena *nt, u32 s)
+static __noinline __noasan int link_one(hmap_node_ptr pred, hmap_node_ptr sent)
 {
-	u32 per = 1u << (old->bits - HMAP_STRIPE_BITS), i;
-	hmap_node_ptr pred, next, sent;
-	u64 b, sh, prev;
-	bool stop;
+	u64 sh = sent->hash, prev = 0;
+	hmap_node_ptr next;
+
+	while (can_loop) {
+		next = pred->next;
+		if (next == sent)
+			return 0;
+		if (!next || next->hash > sh) {
+			WRITE_ONCE(sent->next, next);
+			smp_store_release(&pred->next, sent);
+			return 0;
+		}
+		/* Another sentinel of this hash, or nodes out of order: damage. */
+		if ((next->hash == sh && next->kind == HMAP_SENTINEL) || next->hash < prev)
+			return -EFAULT;
+		prev = next->hash;
+		pred = next;
+	}
+	return -EFAULT;
+}
+
+/* Under region s's lock: link the sentinels of the doubling to bits + 1 in the region. */
+static __noinline __noasan int link_region(struct hmap __arena *m, u32 bits, u32 s)
+{
+	u32 per = 1u << ((bits - HMAP_STRIPE_BITS) & 31), base_bits = m->base_bits, i;
+	u64 b;
 
 	for (i = zero; i < per && can_loop; i++) {
 		b = (u64)s * per + i;
-		pred = *slot_of(old, b);
-		sent = *slot_of(nt, 2 * b + 1);
-		if (!pred || !sent)
+		if (link_one(sentinel_of(m, b, bits, base_bits),
+			     sentinel_of(m, 2 * b + 1, bits + 1, base_bits)))
 			return -EFAULT;
-		sh = sent->hash;
-		prev = 0;
-		next = NULL;
-		stop = false;
-		while (can_loop) {
-			next = pred->next;
-			if (!next || next->hash > sh || (next->hash == sh && next == sent)) {
-				stop = true;
-				break;
-			}
-			if (next->hash == sh && next->kind == HMAP_SENTINEL)
-				return -EFAULT;		/* a sentinel of this hash not ours */
-			if (next->hash < prev)
-				return -EFAULT;
-			prev = next->hash;
-			pred = next;
-		}
-		if (!stop)
-			return -EFAULT;
-		if (next == sent)
-			continue;
-		sent->next = next;
-		smp_store_release(&pred->next, sent);
 	}
 	return i == per ? 0 : -EFAULT;
 }
@@ -604,31 +585,27 @@ static __noinline __noasan int link_region(struct hmap_table __arena *old,
  */
 __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 {
-	struct hmap_table __arena *t, *nt;
 	u32 s, bits;
 	int ret = 0;
 
 	CHECK_MAP(__func__, m);
 	if (cmpxchg(&m->growing, 0, 1) != 0)
 		return -EBUSY;
-	t = m->table;
-	bits = table_bits(t);
+	bits = map_bits(m->bits, m->base_bits);
 	if (!bits || bits >= HMAP_MAX_BITS) {
 		ret = bits ? -E2BIG : -EFAULT;
 		goto out;
 	}
-	nt = m->pending;
-	if (!nt) {
-		nt = build_table(m, t, bits + 1);
-		if (!nt) {
+	if (!m->pending) {
+		ret = make_level(m, bits + 1 - m->base_bits, bits + 1, bits);
+		if (ret) {
 			m->grow_failures++;
 			WRITE_ONCE(m->grow_after_ns, bpf_ktime_get_ns() + HMAP_GROW_RETRY_NS);
 			arena_stderr("hmap: cannot grow map %llx to %u buckets: out of memory",
 				     (u64)m, 2u << bits);
-			ret = -ENOMEM;
 			goto out;
 		}
-		m->pending = nt;
+		m->pending = bits + 1 - m->base_bits;
 	}
 	for (s = zero; s < HMAP_STRIPES && can_loop; s++) {
 		if (arena_spin_lock(&m->stripes[s].lock)) {
@@ -636,7 +613,7 @@ __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 			ret = -ETIMEDOUT;
 			goto out;
 		}
-		ret = link_region(t, nt, s);
+		ret = link_region(m, bits, s);
 		arena_spin_unlock(&m->stripes[s].lock);
 		if (ret)
 			goto out;
@@ -645,10 +622,9 @@ __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 		ret = -EAGAIN;
 		goto out;
 	}
-	/* Every sentinel linked: readers may start from the new table. */
-	nt->older = t;
-	smp_store_release(&m->table, nt);
-	m->pending = NULL;
+	/* Every sentinel linked: readers and writers may use the new buckets. */
+	smp_store_release(&m->bits, bits + 1);
+	m->pending = 0;
 	m->grows++;
 out:
 	if (ret == -EFAULT)
@@ -660,7 +636,7 @@ out:
 __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacity)
 {
 	u32 want = HMAP_MIN_BITS, bits, i, tries = zero;
-	u64 nb, pieces;
+	u64 nr, pieces;
 	int ret;
 
 	CHECK_MAP(__func__, m);
@@ -668,29 +644,18 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 	while (want < HMAP_MAX_BITS && ((u64)HMAP_LOAD << want) < capacity && can_loop)
 		want++;
 	for (i = zero; i < HMAP_MAX_BITS + HMAP_RESERVE_TRIES && can_loop; i++) {
-		bits = table_bits(smp_load_acquire(&m->table));
+		bits = map_bits(smp_load_acquire(&m->bits), m->base_bits);
 		if (!bits)
 			return -EFAULT;
 		if (bits >= want)
 			break;
 		/*
-		 * Room made first for the doubling's pieces (the table, its pointer segments,
-		 * the new sentinels' blocks), so that its plain arena_malloc() calls find it.
-		 * A reservation is a level to fill a kind of span to, not an addition: each
-		 * piece size asks for room for all the pieces, so that pieces of one kind
-		 * are all counted whichever size asks last.
+		 * Room made first for the doubling's blocks of sentinels, so that its plain
+		 * arena_malloc() calls find it.
 		 */
-		nb = 2ull << bits;
-		pieces = (nb < SEG_SIZE ? 1 : nb / SEG_SIZE) +
-			 (nb / 2 < BLOCK_SIZE ? 1 : nb / 2 / BLOCK_SIZE) + 1;
-		ret = arena_heap_reserve(sizeof(struct hmap_table), pieces);
-		if (!ret)
-			ret = arena_heap_reserve(nb < SEG_SIZE ? nb * sizeof(hmap_node_ptr) :
-						 HMAP_SEGMENT_BYTES, pieces);
-		if (!ret)
-			ret = arena_heap_reserve(nb / 2 < BLOCK_SIZE ?
-						 nb / 2 * sizeof(struct hmap_node) :
-						 HMAP_SEGMENT_BYTES, pieces);
+		nr = 1ull << bits;
+		ret = arena_heap_reserve(nr < BLOCK_SIZE ? nr * sizeof(struct hmap_node) :
+					 HMAP_BLOCK_BYTES, nr < BLOCK_SIZE ? 1 : nr / BLOCK_SIZE);
 		if (ret)
 			return ret;
 		ret = hmap_grow(m);
@@ -703,21 +668,20 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		if (ret)
 			return ret;
 	}
-	if (table_bits(smp_load_acquire(&m->table)) < want)
+	if (map_bits(smp_load_acquire(&m->bits), m->base_bits) < want)
 		return -EAGAIN;
 	/* And room on this CPU for the entries to come: a bulk build needs nothing more. */
-	nb = hmap_count(m);
+	nr = hmap_count(m);
 	pieces = (u64)HMAP_LOAD << HMAP_MAX_BITS;	/* as many as the largest table is for */
 	if (capacity < pieces)
 		pieces = capacity;
-	return pieces > nb ? arena_heap_reserve(sizeof(struct hmap_node), pieces - nb) : 0;
+	return pieces > nr ? arena_heap_reserve(sizeof(struct hmap_node), pieces - nr) : 0;
 }
 
 __weak __noasan u64 hmap_create_addr(u32 capacity)
 {
-	struct hmap_table __arena *t;
 	struct hmap __arena *m;
-	hmap_node_ptr sent, next;
+	hmap_node_ptr sent;
 	u32 bits = HMAP_MIN_BITS;
 	u64 b, nb;
 
@@ -727,19 +691,18 @@ __weak __noasan u64 hmap_create_addr(u32 capacity)
 	if (!m)
 		goto nomem;
 	arena_memset(m, 0, sizeof(*m));
-	t = build_table(m, NULL, bits);
-	if (!t) {
+	m->base_bits = bits;
+	if (make_level(m, 0, bits, bits)) {
 		arena_free(m);
 		goto nomem;
 	}
 	/* The sentinels in order: nobody else sees the map yet. */
 	nb = 1ull << bits;
 	for (b = zero; b + 1 < nb && can_loop; b++) {
-		sent = *slot_of(t, b);
-		next = *slot_of(t, b + 1);
-		sent->next = next;
+		sent = sentinel_of(m, b, bits, bits);
+		sent->next = sentinel_of(m, b + 1, bits, bits);
 	}
-	m->table = t;
+	m->bits = bits;
 	smp_store_release(&m->magic, HMAP_MAGIC);
 	return (u64)m;
 nomem:
@@ -777,7 +740,6 @@ static __always_inline __noasan int free_all(hmap_node_ptr node)
 
 __weak __noasan int hmap_destroy(struct hmap __arena *m __arg_arena)
 {
-	struct hmap_table __arena *t, *older;
 	int ret = 0;
 	u32 i;
 
@@ -787,20 +749,13 @@ __weak __noasan int hmap_destroy(struct hmap __arena *m __arg_arena)
 		return -EBUSY;
 	}
 	m->magic = 0;
-	t = m->table;
 	/* Bucket 0's sentinel starts the list. */
-	if (t && table_bits(t))
-		ret = free_all(*slot_of(t, 0));
+	if (m->nr_blocks)
+		ret = free_all(m->blocks[0]);
 	for (i = zero; i < HMAP_STRIPES && can_loop; i++)
 		ret = free_all(m->stripes[i].free) ?: ret;
 	for (i = zero; i < m->nr_blocks && i < HMAP_MAX_BLOCKS && can_loop; i++)
 		arena_free(m->blocks[i]);
-	free_table(m->pending);
-	for (i = zero; t && i < HMAP_MAX_BITS + 1 && can_loop; i++) {
-		older = t->older;
-		free_table(t);
-		t = older;
-	}
 	if (ret)
 		arena_stderr("%s: map %llx: more entries than one call frees: some leaked",
 			     __func__, (u64)m);

@@ -147,10 +147,10 @@ int test_hashmap_grow(struct arena_test_ctx *ctx)
 	t_wrong = 0;
 	ARENA_ASSERT_EQ(hmap_buckets(m), 1 << HMAP_MIN_BITS);
 	/*
-	 * Room for the doublings (to 16,384 buckets: 32 KiB pieces, 4 of pointers and 8 of
-	 * sentinels at the last) and the entries, so that none finds the reserves empty.
+	 * Room for the doublings (to 16,384 buckets: 8 blocks of sentinels at the last) and
+	 * the entries, so that none finds the reserves empty.
 	 */
-	ARENA_ASSERT_EQ(arena_heap_reserve(HMAP_SEGMENT_BYTES, 32), 0);
+	ARENA_ASSERT_EQ(arena_heap_reserve(HMAP_BLOCK_BYTES, 16), 0);
 	ARENA_ASSERT_EQ(arena_heap_reserve(sizeof(struct hmap_node), GROW_KEYS), 0);
 	for (i = zero; i < GROW_KEYS && can_loop; i++) {
 		if (hmap_insert(m, i, i * 3))
@@ -324,7 +324,7 @@ int test_hashmap_damaged(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(m);
 	ARENA_ASSERT_EQ(hmap_insert(m, 5, 5), 0);
 	/* Bucket 0's sentinel pointing at itself: a cycle. Key 0 hashes into bucket 0. */
-	sent = m->table->segs[0][0];
+	sent = m->blocks[0];
 	saved = sent->next;
 	sent->next = sent;
 	ARENA_ASSERT_EQ(hmap_lookup(m, hmap_unhash(1), &val), -EFAULT);
@@ -333,12 +333,12 @@ int test_hashmap_damaged(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(hmap_iter(m, &c, &key, &val), -EFAULT);
 	sent->next = saved;
 	/* Table bits out of range. */
-	bits = m->table->bits;
-	m->table->bits = 63;
+	bits = m->bits;
+	m->bits = 63;
 	ARENA_ASSERT_EQ(hmap_lookup(m, 5, &val), -EFAULT);
 	ARENA_ASSERT_EQ(hmap_buckets(m), -EFAULT);
 	ARENA_ASSERT_EQ(hmap_insert(m, 6, 6), -EFAULT);
-	m->table->bits = bits;
+	m->bits = bits;
 	/* Repaired: all as before. */
 	ARENA_ASSERT_EQ(hmap_lookup(m, 5, &val), 0);
 	ARENA_ASSERT_EQ(val, 5);

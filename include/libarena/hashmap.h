@@ -28,10 +28,13 @@
  * changed. A map user space wrote over: -EFAULT and a log line, never an endless loop.
  *
  * How. Every entry sits in one list sorted by the key's hash, a bijection of u64 (so equal
- * hashes mean equal keys and the map stores no key, only the hash: 32 bytes an entry). A
- * table of 2^bits buckets points into that list: bucket b at the sentinel node that
- * starts hash b << (64 - bits). Doubling the table only links a sentinel between every
- * two (split ordering, as Shalev and Shavit): no entry moves, lookups go on through it.
+ * hashes mean equal keys and the map stores no key, only the hash: 32 bytes an entry).
+ * Each of the 2^bits buckets starts at a sentinel node in that list, bucket b's at hash
+ * b << (64 - bits). Doubling the table only links a sentinel between every two (split
+ * ordering, as Shalev and Shavit): no entry moves, lookups go on through it. The
+ * sentinels of each doubling lie in arrays of their own, so a bucket's sentinel is found
+ * by arithmetic (the lowest set bit of its number says which doubling made it), with no
+ * table of pointers to read.
  * The hash's top HMAP_STRIPE_BITS bits pick one of HMAP_STRIPES regions; a region's lock
  * (arena_spinlock_t) serialises the writers whose keys fall in it, and it alone changes
  * the links of its part of the list.
@@ -80,12 +83,9 @@
 #define HMAP_MIN_BITS		HMAP_STRIPE_BITS	/* every region starts at a bucket */
 #define HMAP_MAX_BITS		20		/* 1M buckets */
 #define HMAP_LOAD		2		/* entries per bucket before the table doubles */
-/* Pieces of 32 KiB: the per-CPU heap's sizes, sanitizer redzones included. */
-#define HMAP_SEG_BITS		12		/* bucket pointers per segment: 32 KiB */
-#define HMAP_MAX_SEGS		(1u << (HMAP_MAX_BITS - HMAP_SEG_BITS))
-#define HMAP_SEGMENT_BYTES	(8u << HMAP_SEG_BITS)	/* a segment's or a block's size */
-#define HMAP_BLOCK_BITS		10		/* sentinels per block: 32 KiB */
+#define HMAP_BLOCK_BITS		10		/* sentinels per block: 32 KiB, a heap size */
 #define HMAP_MAX_BLOCKS		1032		/* blocks over a map's life: at most 1,028 */
+#define HMAP_BLOCK_BYTES	(32u << HMAP_BLOCK_BITS)
 #define HMAP_GROW_RETRY_NS	(10ull * 1000 * 1000)
 #define HMAP_MAGIC		0x484d4150u	/* "PAMH": a live map */
 
@@ -112,13 +112,6 @@ struct hmap_node {
 
 typedef struct hmap_node __arena *hmap_node_ptr;
 
-struct hmap_table {
-	u32 bits;			/* 2^bits buckets */
-	u32 nr_segs;
-	struct hmap_table __arena *older;	/* the table this one replaced, kept for readers */
-	hmap_node_ptr __arena *segs[HMAP_MAX_SEGS];	/* bucket b: segs[b >> 12][b & 4095] */
-};
-
 struct hmap_stripe {
 	arena_spinlock_t lock;		/* its writers' lock */
 	u64 count;			/* entries in the region */
@@ -128,18 +121,25 @@ struct hmap_stripe {
 };
 
 struct hmap {
-	struct hmap_table __arena *table;	/* readers load it with acquire */
+	u32 bits;			/* 2^bits buckets; readers load it with acquire */
 	u32 magic;
+	u32 base_bits;			/* the buckets the map was made with: level 0 */
 	u32 growing;			/* 1 while a call doubles the table */
-	struct hmap_table __arena *pending;	/* a doubling whose linking was cut short */
+	u32 pending;			/* a doubling whose linking was cut short: its level */
+	u32 nr_blocks;
 	u64 grow_after_ns;		/* a failed doubling: no new try before */
 	u64 grows;			/* doublings done */
 	u64 grow_failures;		/* doublings that found no memory */
 	u64 lock_timeouts;		/* writers that gave up on a region's lock */
-	u32 nr_blocks;
-	u32 pad0;
+	u64 pad0;
+	/*
+	 * Level 0 holds the sentinels of the first 2^base_bits buckets; level L > 0 those of
+	 * the buckets the L-th doubling added (the odd ones of its table), in blocks from
+	 * blocks[level_block[L]] on.
+	 */
+	u32 level_block[HMAP_MAX_BITS + 1];
+	u32 pad1[11];
 	struct hmap_node __arena *blocks[HMAP_MAX_BLOCKS];	/* the sentinels' memory */
-	u64 pad1[8];			/* the regions on cache lines of their own */
 	struct hmap_stripe stripes[HMAP_STRIPES];
 };
 
