@@ -82,7 +82,7 @@
 #define HMAP_STRIPES		(1u << HMAP_STRIPE_BITS)
 #define HMAP_MIN_BITS		HMAP_STRIPE_BITS	/* every region starts at a bucket */
 #define HMAP_MAX_BITS		20		/* 1M buckets */
-#define HMAP_LOAD		2		/* entries per bucket before the table doubles */
+#define HMAP_LOAD		1		/* entries per bucket before the table doubles */
 #define HMAP_BLOCK_BITS		10		/* sentinels per block: 32 KiB, a heap size */
 #define HMAP_MAX_BLOCKS		1032		/* blocks over a map's life: at most 1,028 */
 #define HMAP_BLOCK_BYTES	(32u << HMAP_BLOCK_BITS)
