@@ -27,7 +27,7 @@
 		}								\
 	} while (0)
 
-enum write_op { OP_INSERT, OP_UPDATE, OP_UPSERT, OP_DELETE };
+enum write_op { HM_INSERT, HM_UPDATE, HM_UPSERT, HM_DELETE };
 
 static __always_inline __noasan u32 stripe_of(u64 hash)
 {
@@ -203,7 +203,7 @@ static __always_inline __noasan hmap_node_ptr find_pred(hmap_node_ptr start, u64
 }
 
 /* How a write ended, for the log line after the lock is let go. */
-enum { DONE, DONE_UPDATED, NOT_THERE, ALREADY_THERE, NEED_NODE, DAMAGED };
+enum { WR_DONE, WR_UPDATED, WR_ABSENT, WR_EXISTS, WR_NEED_NODE, WR_DAMAGED };
 
 /*
  * Under the region's lock: do op. spare is a node for a new entry when the free list has
@@ -214,16 +214,16 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 						 enum write_op op, hmap_node_ptr spare, u64 *old)
 {
 	hmap_node_ptr pred = find_pred(start, hash), node, fresh;
-	int ret = DAMAGED;
+	int ret = WR_DAMAGED;
 
 	if (pred) {
 		node = pred->next;
 		if (node && (node->hash != hash || node->kind != HMAP_ENTRY))
 			node = NULL;
 		if (node) {
-			if (op == OP_INSERT) {
-				ret = ALREADY_THERE;
-			} else if (op == OP_DELETE) {
+			if (op == HM_INSERT) {
+				ret = WR_EXISTS;
+			} else if (op == HM_DELETE) {
 				*old = node->val;
 				/*
 				 * A release, as every store that makes a node reachable: the
@@ -240,13 +240,13 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				WRITE_ONCE(s->free, node);
 				s->nr_free++;
 				WRITE_ONCE(s->count, s->count - 1);
-				ret = DONE;
+				ret = WR_DONE;
 			} else {
 				WRITE_ONCE(node->val, val);
-				ret = DONE_UPDATED;
+				ret = WR_UPDATED;
 			}
-		} else if (op == OP_UPDATE || op == OP_DELETE) {
-			ret = NOT_THERE;
+		} else if (op == HM_UPDATE || op == HM_DELETE) {
+			ret = WR_ABSENT;
 		} else {
 			fresh = s->free;
 			if (fresh) {
@@ -268,9 +268,9 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				smp_store_release(&fresh->gen, fresh->gen + 1);
 				smp_store_release(&pred->next, fresh);
 				WRITE_ONCE(s->count, s->count + 1);
-				ret = DONE;
+				ret = WR_DONE;
 			} else {
-				ret = NEED_NODE;	/* another insert took the free node we saw */
+				ret = WR_NEED_NODE;	/* another insert took the free node we saw */
 			}
 		}
 	}
@@ -312,7 +312,7 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 	u64 hash = hmap_hash(key), prior = 0;
 	struct hmap_stripe __arena *s;
 	hmap_node_ptr start, spare;
-	int ret = NEED_NODE, try;
+	int ret = WR_NEED_NODE, try;
 
 	CHECK_MAP(fn, m);
 	s = &m->stripes[stripe_of(hash)];
@@ -320,9 +320,9 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 	 * A node for a new entry is allocated before the lock when none waits for reuse. If
 	 * another insert took the one we saw, the second try has its own.
 	 */
-	for (try = zero; try < 2 && ret == NEED_NODE && can_loop; try++) {
+	for (try = zero; try < 2 && ret == WR_NEED_NODE && can_loop; try++) {
 		spare = NULL;
-		if ((op == OP_INSERT || op == OP_UPSERT) && (try || !READ_ONCE(s->free))) {
+		if ((op == HM_INSERT || op == HM_UPSERT) && (try || !READ_ONCE(s->free))) {
 			spare = arena_malloc(sizeof(*spare));
 			if (!spare) {
 				arena_stderr("%s: out of memory for an entry of %llx", fn, (u64)m);
@@ -348,17 +348,17 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 		arena_spin_unlock(&s->lock);
 	}
 	switch (ret) {
-	case DONE:
-		if (op == OP_DELETE && old)
+	case WR_DONE:
+		if (op == HM_DELETE && old)
 			*old = prior;
-		if ((op == OP_INSERT || op == OP_UPSERT) && wants_growth(m, s))
+		if ((op == HM_INSERT || op == HM_UPSERT) && wants_growth(m, s))
 			return WANTS_GROWTH;
 		return 0;
-	case DONE_UPDATED:
-		return op == OP_UPSERT ? 1 : 0;
-	case NOT_THERE:
+	case WR_UPDATED:
+		return op == HM_UPSERT ? 1 : 0;
+	case WR_ABSENT:
 		return -ENOENT;
-	case ALREADY_THERE:
+	case WR_EXISTS:
 		return -EEXIST;
 	}
 	arena_stderr("%s: map %llx is damaged near key %llx", fn, (u64)m, key);
@@ -378,22 +378,22 @@ static __always_inline __noasan int after_insert(struct hmap __arena *m, int ret
 
 __weak __noasan int hmap_insert(struct hmap __arena *m __arg_arena, u64 key, u64 val)
 {
-	return after_insert(m, write_op(m, key, val, OP_INSERT, NULL));
+	return after_insert(m, write_op(m, key, val, HM_INSERT, NULL));
 }
 
 __weak __noasan int hmap_update(struct hmap __arena *m __arg_arena, u64 key, u64 val)
 {
-	return write_op(m, key, val, OP_UPDATE, NULL);
+	return write_op(m, key, val, HM_UPDATE, NULL);
 }
 
 __weak __noasan int hmap_upsert(struct hmap __arena *m __arg_arena, u64 key, u64 val)
 {
-	return after_insert(m, write_op(m, key, val, OP_UPSERT, NULL));
+	return after_insert(m, write_op(m, key, val, HM_UPSERT, NULL));
 }
 
 __weak __noasan int hmap_delete(struct hmap __arena *m __arg_arena, u64 key, u64 *val)
 {
-	return write_op(m, key, 0, OP_DELETE, val);
+	return write_op(m, key, 0, HM_DELETE, val);
 }
 
 __weak __noasan int hmap_lookup(struct hmap __arena *m __arg_arena, u64 key, u64 *val)
