@@ -21,7 +21,7 @@
 #define CHECK_MAP(fn, m)							\
 	do {									\
 		arena_subprog_init();						\
-		if (!(m) || (m)->magic != HMAP_MAGIC) {				\
+		if (!(m) || smp_load_acquire(&(m)->magic) != HMAP_MAGIC) {	\
 			arena_stderr("%s: %llx is not a live map", fn, (u64)(m));	\
 			return -EINVAL;						\
 		}								\
@@ -107,14 +107,21 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 					       u64 *found, u64 *val)
 {
 	hmap_node_ptr start = bucket_start(m, hash), node, pred, next;
-	u32 gen, pred_gen = 0, kind, pred_kind = HMAP_SENTINEL;
-	bool disorder = false;
-	u64 nh, prev = 0;
+	u32 gen, pred_gen, kind, pred_kind;
+	bool disorder = false, hit;
+	u64 nh, v = 0, prev;
 
 	if (!start)
 		return -EFAULT;
-	/* A bucket's sentinel is never deleted and lies at or before hash: start past it. */
+	/*
+	 * A bucket's sentinel is never deleted and lies at or before hash: start past it.
+	 * What the walk knows of it is read from it (gen 0, kind sentinel), not assumed:
+	 * values the verifier does not know let its states at the loop head converge.
+	 */
 	pred = start;
+	pred_gen = smp_load_acquire(&start->gen);
+	pred_kind = smp_load_acquire(&start->kind);
+	prev = smp_load_acquire(&start->hash);
 	node = smp_load_acquire(&start->next);
 	while (can_loop) {
 		if (!node)
@@ -127,28 +134,46 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 		nh = smp_load_acquire(&node->hash);
 		kind = smp_load_acquire(&node->kind);
 		next = smp_load_acquire(&node->next);
-		if (kind == HMAP_ENTRY && nh >= hash) {
-			*found = nh;
-			*val = smp_load_acquire(&node->val);
-			if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
-				goto restart;	/* deleted or reused under us */
-			if (nh == hash)
-				return 0;
-			goto check_gap;
+		if (node == start || nh < prev || (nh == prev && kind <= pred_kind)) {
+			/* Out of order: reused under us, or a list user space wrote over. */
+			disorder = true;
+			goto restart;
 		}
-		if (lookup && nh > hash)
-			goto check_gap;
+		hit = kind == HMAP_ENTRY && nh >= hash;
+		if (hit) {
+			v = smp_load_acquire(&node->val);
+			if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
+				goto restart;	/* deleted, reused or not yet whole */
+			if (nh == hash) {
+				*found = nh;
+				*val = v;
+				return 0;
+			}
+		}
+		if (hit || nh > hash) {
+			/*
+			 * Past hash: nothing between pred and node at this moment, if pred, still in
+			 * the life we read (its link first, then its gen, as a seqcount's reader),
+			 * still points at node, still in its own.
+			 */
+			if (smp_load_acquire(&pred->next) != node || (pred_gen & 1) ||
+			    smp_load_acquire(&pred->gen) != pred_gen || (gen & 1) ||
+			    smp_load_acquire(&node->gen) != gen)
+				goto restart;
+			if (lookup)
+				return -ENOENT;
+			if (hit) {
+				*found = nh;
+				*val = v;
+				return 0;
+			}
+			/* A walk past a sentinel it checked goes on from there. */
+		}
 		if (!next) {
 			/* The last node: nothing after it, if it was live then. */
 			if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
 				goto restart;
 			return -ENOENT;
-		}
-		if (node == start ||
-		    (pred != start && (nh < prev || (nh == prev && kind <= pred_kind)))) {
-			/* Out of order: reused under us, or a list user space wrote over. */
-			disorder = true;
-			goto restart;
 		}
 		prev = nh;
 		pred = node;
@@ -156,21 +181,14 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 		pred_kind = kind;
 		node = next;
 		continue;
-check_gap:
-		/* Nothing between pred and node at this moment: both live, one after the other. */
-		if ((pred_gen & 1) || smp_load_acquire(&pred->gen) != pred_gen ||
-		    smp_load_acquire(&pred->next) != node)
-			goto restart;
-		if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
-			goto restart;
-		return lookup ? -ENOENT : 0;
 restart:
 		start = bucket_start(m, hash);
 		if (!start)
 			return -EFAULT;
 		pred = start;
-		pred_gen = 0;
-		prev = 0;
+		pred_gen = smp_load_acquire(&start->gen);
+		pred_kind = smp_load_acquire(&start->kind);
+		prev = smp_load_acquire(&start->hash);
 		node = smp_load_acquire(&start->next);
 	}
 	/* Budget gone: with nodes out of order seen, more likely damage than bad luck. */
@@ -258,15 +276,19 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 			}
 			if (fresh) {
 				/*
-				 * Filled while gen is odd, made even, then linked: releases, so
-				 * a reader that sees a new field sees gen odd or even again.
+				 * Filled while gen is odd, linked, then made even: releases, so a
+				 * reader that sees a new field sees gen odd or even again.
 				 */
 				smp_store_release(&fresh->hash, hash);
 				smp_store_release(&fresh->val, val);
 				smp_store_release(&fresh->kind, HMAP_ENTRY);
 				smp_store_release(&fresh->next, pred->next);
-				smp_store_release(&fresh->gen, fresh->gen + 1);
 				smp_store_release(&pred->next, fresh);
+				/*
+				 * Even only once linked: a reader that meets it odd starts over,
+				 * so none returns an entry whose insert has not happened.
+				 */
+				smp_store_release(&fresh->gen, fresh->gen + 1);
 				WRITE_ONCE(s->count, s->count + 1);
 				ret = WR_DONE;
 			} else {
@@ -548,7 +570,8 @@ static __noinline __noasan int link_one(hmap_node_ptr pred, hmap_node_ptr sent)
 		next = pred->next;
 		if (next == sent)
 			return 0;
-		if (!next || next->hash > sh) {
+		/* Before the first node past the sentinel's place: (hash, kind) order. */
+		if (!next || next->hash > sh || (next->hash == sh && next->kind == HMAP_ENTRY)) {
 			WRITE_ONCE(sent->next, next);
 			smp_store_release(&pred->next, sent);
 			return 0;
@@ -661,9 +684,10 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		ret = hmap_grow(m);
 		/*
 		 * A sleepable program may move to another CPU between the reservation and the
-		 * doubling, whose heap then has no room: reserve there and try again.
+		 * doubling, whose heap then has no room: reserve there and try again. An
+		 * insert's doubling under way (-EBUSY) is waited for the same way.
 		 */
-		if (ret == -ENOMEM && ++tries < HMAP_RESERVE_TRIES)
+		if ((ret == -ENOMEM || ret == -EBUSY) && ++tries < HMAP_RESERVE_TRIES)
 			continue;
 		if (ret)
 			return ret;
@@ -701,6 +725,12 @@ __weak __noasan u64 hmap_create_addr(u32 capacity)
 	for (b = zero; b + 1 < nb && can_loop; b++) {
 		sent = sentinel_of(m, b, bits, bits);
 		sent->next = sentinel_of(m, b + 1, bits, bits);
+	}
+	if (b + 1 < nb) {
+		for (b = zero; b < m->nr_blocks && b < HMAP_MAX_BLOCKS && can_loop; b++)
+			arena_free(m->blocks[b]);
+		arena_free(m);
+		goto nomem;
 	}
 	m->bits = bits;
 	smp_store_release(&m->magic, HMAP_MAGIC);

@@ -19,6 +19,7 @@ int test_hashmap_calls(struct arena_test_ctx *ctx)
 	struct hmap __arena *m = hmap_create(0);
 	struct hmap_cursor c = HMAP_CURSOR_INIT;
 	u64 val = 0, key = 0;
+	s64 buckets;
 
 	ARENA_ASSERT(m);
 	ARENA_ASSERT_EQ(hmap_buckets(m), 1 << HMAP_MIN_BITS);
@@ -80,9 +81,21 @@ int test_hashmap_calls(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(hmap_destroy(NULL), -EINVAL);
 	ARENA_ASSERT_EQ(hmap_grow(NULL), -EINVAL);
 	ARENA_ASSERT_EQ(hmap_count(m), 5);
-	/* Doubled by hand: every entry still there. */
+	/*
+	 * Doubled by hand: every entry still there, also those whose hash is exactly where a
+	 * new bucket starts (its sentinel goes before them).
+	 */
+	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(1ull << 57), 12), 0);
+	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(3ull << 57), 13), 0);
+	buckets = hmap_buckets(m);	/* 64, or 128 if region 0's entries doubled it */
 	ARENA_ASSERT_EQ(hmap_grow(m), 0);
-	ARENA_ASSERT_EQ(hmap_buckets(m), 2 << HMAP_MIN_BITS);
+	ARENA_ASSERT_EQ(hmap_buckets(m), 2 * buckets);
+	ARENA_ASSERT_EQ(hmap_lookup(m, hmap_unhash(1ull << 57), &val), 0);
+	ARENA_ASSERT_EQ(val, 12);
+	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(3ull << 57), 14), -EEXIST);
+	ARENA_ASSERT_EQ(hmap_delete(m, hmap_unhash(3ull << 57), &val), 0);
+	ARENA_ASSERT_EQ(val, 13);
+	ARENA_ASSERT_EQ(hmap_delete(m, hmap_unhash(1ull << 57), NULL), 0);
 	ARENA_ASSERT_EQ(hmap_lookup(m, hmap_unhash(1ull << 63), &val), 0);
 	ARENA_ASSERT_EQ(val, 11);
 	ARENA_ASSERT_EQ(hmap_lookup(m, 1, &val), 0);

@@ -216,6 +216,17 @@ static int test_bad_calls(void)
 	for (i = 0; i < 128; i++)
 		CHECK(hmap_lookup(m, i, &val) == 0 && val == (u64)i, "");
 	CHECK(hmap_grow(m) == 0, "memory back: it doubles");
+	/* Keys whose hash is where the next doubling's buckets start: found after it. */
+	bits = m->bits;
+	for (i = 1; i < 8; i += 2)
+		CHECK(hmap_insert(m, hmap_unhash((u64)i << (63 - bits)), i) == 0, "");
+	CHECK(hmap_grow(m) == 0, "");
+	for (i = 1; i < 8; i += 2) {
+		CHECK(hmap_lookup(m, hmap_unhash((u64)i << (63 - bits)), &val) == 0 && val == (u64)i,
+		      "key at new bucket %d's start", i);
+		CHECK(hmap_insert(m, hmap_unhash((u64)i << (63 - bits)), i) == -EEXIST, "");
+		CHECK(hmap_delete(m, hmap_unhash((u64)i << (63 - bits)), NULL) == 0, "");
+	}
 	/* Damage: bits out of range. (A cycle is the VM test's: the host has no loop budget.) */
 	bits = m->bits;
 	m->bits = 40;
