@@ -91,6 +91,21 @@ static __always_inline __noasan hmap_node_ptr bucket_start(struct hmap __arena *
 }
 
 /*
+ * Where a walk starts: past the bucket's sentinel start, which is never deleted and lies
+ * at or before the hash sought. What the walk knows of it is read from it (gen 0, kind
+ * sentinel), not assumed: values the verifier does not know let its states at the loop
+ * head converge. The node after it.
+ */
+static __always_inline __noasan hmap_node_ptr walk_from(hmap_node_ptr start, u32 *gen,
+							 u32 *kind, u64 *hash)
+{
+	*gen = smp_load_acquire(&start->gen);
+	*kind = smp_load_acquire(&start->kind);
+	*hash = smp_load_acquire(&start->hash);
+	return smp_load_acquire(&start->next);
+}
+
+/*
  * Lock-free: the first node at or after hash in the list, as of some moment during the
  * call. lookup: stop at the first node past hash or at an entry of hash (a sentinel of
  * hash comes before it); otherwise (iteration): at the first entry at or after hash.
@@ -113,16 +128,8 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 
 	if (!start)
 		return -EFAULT;
-	/*
-	 * A bucket's sentinel is never deleted and lies at or before hash: start past it.
-	 * What the walk knows of it is read from it (gen 0, kind sentinel), not assumed:
-	 * values the verifier does not know let its states at the loop head converge.
-	 */
 	pred = start;
-	pred_gen = smp_load_acquire(&start->gen);
-	pred_kind = smp_load_acquire(&start->kind);
-	prev = smp_load_acquire(&start->hash);
-	node = smp_load_acquire(&start->next);
+	node = walk_from(start, &pred_gen, &pred_kind, &prev);
 	while (can_loop) {
 		if (!node)
 			return -ENOENT;	/* pred was live and last */
@@ -186,10 +193,7 @@ restart:
 		if (!start)
 			return -EFAULT;
 		pred = start;
-		pred_gen = smp_load_acquire(&start->gen);
-		pred_kind = smp_load_acquire(&start->kind);
-		prev = smp_load_acquire(&start->hash);
-		node = smp_load_acquire(&start->next);
+		node = walk_from(start, &pred_gen, &pred_kind, &prev);
 	}
 	/* Budget gone: with nodes out of order seen, more likely damage than bad luck. */
 	return disorder ? -EFAULT : -EAGAIN;
@@ -487,6 +491,17 @@ __weak __noasan s64 hmap_buckets(struct hmap __arena *m __arg_arena)
 	return bits ? 1ll << bits : -EFAULT;
 }
 
+/* Free the sentinel blocks from first on (all of them: 0) and forget them. */
+static __always_inline __noasan void free_blocks(struct hmap __arena *m, u32 first)
+{
+	u32 i;
+
+	/* + zero: a counter up from a known 0 would keep the verifier's loop apart. */
+	for (i = first + zero; i < m->nr_blocks && i < HMAP_MAX_BLOCKS && can_loop; i++)
+		arena_free(m->blocks[i]);
+	m->nr_blocks = first;
+}
+
 /*
  * Memory for nr new sentinels, in blocks listed in the map from m->nr_blocks on: the
  * sentinels per block, or 0 when memory ran out (nothing kept).
@@ -508,9 +523,7 @@ static __always_inline __noasan u32 alloc_blocks(struct hmap __arena *m, u32 nr)
 	if (i == nr / block_size)
 		return block_size;
 nomem:
-	for (i = first; i < m->nr_blocks && can_loop; i++)
-		arena_free(m->blocks[i % HMAP_MAX_BLOCKS]);
-	m->nr_blocks = first;
+	free_blocks(m, first);
 	return 0;
 }
 
@@ -541,7 +554,7 @@ static __noinline __noasan int init_level(struct hmap __arena *m, u32 first, u32
 static __always_inline __noasan int make_level(struct hmap __arena *m, u32 level, u32 bits,
 					       u32 nr_bits)
 {
-	u32 first = m->nr_blocks, block_size, i;
+	u32 first = m->nr_blocks, block_size;
 
 	block_size = alloc_blocks(m, 1u << (nr_bits & 31));
 	if (!block_size)
@@ -550,9 +563,7 @@ static __always_inline __noasan int make_level(struct hmap __arena *m, u32 level
 		m->level_block[level % (HMAP_MAX_BITS + 1)] = first;
 		return 0;
 	}
-	for (i = first; i < m->nr_blocks && can_loop; i++)
-		arena_free(m->blocks[i % HMAP_MAX_BLOCKS]);
-	m->nr_blocks = first;
+	free_blocks(m, first);
 	return -ENOMEM;
 }
 
@@ -727,8 +738,7 @@ __weak __noasan u64 hmap_create_addr(u32 capacity)
 		sent->next = sentinel_of(m, b + 1, bits, bits);
 	}
 	if (b + 1 < nb) {
-		for (b = zero; b < m->nr_blocks && b < HMAP_MAX_BLOCKS && can_loop; b++)
-			arena_free(m->blocks[b]);
+		free_blocks(m, 0);
 		arena_free(m);
 		goto nomem;
 	}
@@ -784,8 +794,7 @@ __weak __noasan int hmap_destroy(struct hmap __arena *m __arg_arena)
 		ret = free_all(m->blocks[0]);
 	for (i = zero; i < HMAP_STRIPES && can_loop; i++)
 		ret = free_all(m->stripes[i].free) ?: ret;
-	for (i = zero; i < m->nr_blocks && i < HMAP_MAX_BLOCKS && can_loop; i++)
-		arena_free(m->blocks[i]);
+	free_blocks(m, 0);
 	if (ret)
 		arena_stderr("%s: map %llx: more entries than one call frees: some leaked",
 			     __func__, (u64)m);
