@@ -180,7 +180,8 @@ $(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
 	$(if $(VMLINUX_BTF),,$(error libarena: set VMLINUX_BTF=<vmlinux with BTF> or VMLINUX_H))
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h)
+BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h) \
+	    $(wildcard $(LIBARENA_DIR)/src/*.h $(LIBARENA_DIR)/src/*/*.c)
 EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
 
 $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)

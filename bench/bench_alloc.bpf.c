@@ -11,6 +11,7 @@
  * the mixed workload whose memory overhead bench.c reports.
  */
 #include <libarena/common.h>
+#include <libarena/buddy.h>
 #include <libarena/rbtree.h>
 #include <bpf/bpf_core_read.h>
 

@@ -14,12 +14,12 @@
  * bpf_probe_read_kernel() reads it; user space maps it to the program, function and
  * source line through the program's jited line info.
  */
-#include <libarena/common.h>
 #include <libarena/asan.h>
+#include <libarena/log.h>
+#include "alloc_internal.h"
 
 #ifdef LIBARENA_ASAN
-#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
-			     apply_to = function)
+ARENA_NOASAN_BEGIN
 
 /*
  * The compiler adds this to addr >> 3 and keeps the low 32 bits as the arena offset of
@@ -40,12 +40,7 @@ u64 __arena_global asan_shadow_mapped[SHADOW_PAGES / 64];
 
 static __always_inline u64 base(void)
 {
-	return (u64)&asan_state & ~0xffffffffull;
-}
-
-static __always_inline s8 __arena *shadow_ptr(u64 addr)
-{
-	return (s8 __arena *)(base() + ASAN_SHADOW_START + ((u32)addr >> ASAN_SHADOW_SHIFT));
+	return arena_base_of((u64)&asan_state);
 }
 
 __weak u64 asan_state_addr(void)
@@ -65,7 +60,7 @@ __weak int asan_unpoison(void __arena *addr __arg_arena, u64 size)
 
 __weak bool asan_shadow_set(void __arena *addr __arg_arena)
 {
-	return *shadow_ptr((u64)addr) != 0;
+	return *asan__shadow((u64)addr) != 0;
 }
 
 /*
@@ -132,7 +127,7 @@ static __always_inline u64 first_bad(u64 addr, u64 size)
 	s8 s;
 
 	for (; g < end && can_loop; g += ASAN_GRANULE) {
-		s = *shadow_ptr(g);
+		s = *asan__shadow(g);
 		if (!s)
 			continue;
 		bad = s < 0 ? g : g + s;
@@ -144,53 +139,22 @@ static __always_inline u64 first_bad(u64 addr, u64 size)
 	return 0;
 }
 
-/*
- * The block (slot start and size) an address falls in, read from the allocators'
- * metadata (heap.h and buddy.h state its layout) rather than asked of them, to keep the
- * call chain short. An unmapped descriptor or metadata page reads as zeroes: no block.
- */
+/* The block (slot start and size) an address falls in: alloc_internal.h reads it. */
 static __always_inline bool block_of(u64 addr, u64 *start, u32 *slot)
 {
-	struct arena_heap_span __arena *sp;
-	u32 off = addr, s, rel, size, o;
-	u64 chunk;
-	u8 m;
+	u64 b = arena_block_lookup(base(), addr);
 
-	if (off >= HEAP_WINDOW_START && off < HEAP_WINDOW_END) {
-		s = (off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
-		sp = (struct arena_heap_span __arena *)(base() + HEAP_DESC_START + (u64)s * 64);
-		size = sp->size;
-		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE || !size)
-			return false;
-		rel = off - HEAP_WINDOW_START - (s << HEAP_SPAN_SHIFT);
-		if (rel / size >= sp->capacity)
-			return false;
-		*start = base() + off - rel % size;
-		*slot = size;
-		return true;
-	}
-	if (off < BUDDY_WINDOW_START || off >= BUDDY_WINDOW_END)
+	if (!b)
 		return false;
-	s = (off - BUDDY_WINDOW_START) >> BUDDY_CHUNK_SHIFT;
-	chunk = base() + BUDDY_WINDOW_START + ((u64)s << BUDDY_CHUNK_SHIFT);
-	for (o = zero; o < BUDDY_ORDERS && can_loop; o++) {
-		rel = (off - (u32)chunk) & ~((BUDDY_MIN_SIZE << o) - 1);
-		m = *(u8 __arena *)(base() + BUDDY_META_START + (u64)s * BUDDY_META_SIZE +
-				    (rel >> BUDDY_MIN_SHIFT));
-		if ((m & (BUDDY_META_FREE | BUDDY_META_USED)) && (m & BUDDY_META_ORDER) == o) {
-			*start = chunk + rel;
-			*slot = BUDDY_MIN_SIZE << o;
-			return true;
-		}
-	}
-	return false;
+	*start = base() + (u32)b;
+	*slot = (b & ~ARENA_BLOCK_FREE) >> 32;
+	return true;
 }
 
-/* Fill in what the report says about the address and its block. */
 static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 {
 	u64 next = (addr | (ASAN_GRANULE - 1)) + 1, start;
-	s8 s = *shadow_ptr(addr), sn = *shadow_ptr(next);
+	s8 s = *asan__shadow(addr), sn = *asan__shadow(next);
 	u32 slot;
 
 	r->shadow = s;
@@ -217,7 +181,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 	r->flags |= ASAN_F_BLOCK;
 	r->block = start;
 	r->slot_size = slot;
-	if (*shadow_ptr(start) == ASAN_FREED) {
+	if (*asan__shadow(start) == ASAN_FREED) {
 		r->flags |= ASAN_F_FREED;
 		if (slot > ASAN_FREED_SIZE_OFF + 4)
 			r->block_size = *(u32 __arena *)(start + ASAN_FREED_SIZE_OFF);
@@ -356,21 +320,15 @@ __weak int asan_quarantine_count(void)
 	return n;
 }
 
-/* Free every quarantined block now: how many. Any program. */
-__weak int asan_quarantine_flush(void)
+/*
+ * Take quarantine slot i: its block (freed, poisoned) or 0. The heap's
+ * arena_quarantine_flush() frees what it takes: the sanitizer calls no allocator.
+ */
+__weak u64 asan_quarantine_take(u32 i)
 {
-	u64 addr;
-	int n = 0;
-	u32 i;
-
-	for (i = zero; i < ASAN_QUARANTINE_MAX && can_loop; i++) {
-		if (!READ_ONCE(asan_quarantine[i]))
-			continue;
-		addr = xchg(&asan_quarantine[i], 0);
-		if (addr && !arena_free_now((void __arena *)addr))
-			n++;
-	}
-	return n;
+	if (!READ_ONCE(asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)]))
+		return 0;
+	return xchg(&asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)], 0);
 }
 
 /*
@@ -385,22 +343,6 @@ __weak int __asan_report_load##size##_noabort(u64 addr)					\
 __weak int __asan_report_store##size##_noabort(u64 addr)				\
 {											\
 	return asan_access(addr, size, ASAN_F_WRITE, return_ip(1), true);			\
-}											\
-__weak int __asan_load##size##_noabort(u64 addr)					\
-{											\
-	return asan_access(addr, size, 0, return_ip(1), false);				\
-}											\
-__weak int __asan_store##size##_noabort(u64 addr)					\
-{											\
-	return asan_access(addr, size, ASAN_F_WRITE, return_ip(1), false);			\
-}											\
-__weak int __asan_load##size(u64 addr)							\
-{											\
-	return asan_access(addr, size, 0, return_ip(1), false);				\
-}											\
-__weak int __asan_store##size(u64 addr)							\
-{											\
-	return asan_access(addr, size, ASAN_F_WRITE, return_ip(1), false);			\
 }
 
 ASAN_ENTRY(1)
@@ -417,26 +359,6 @@ __weak int __asan_report_load_n_noabort(u64 addr, u64 size)
 __weak int __asan_report_store_n_noabort(u64 addr, u64 size)
 {
 	return asan_access(addr, size, ASAN_F_WRITE, return_ip(1), true);
-}
-
-__weak int __asan_loadN_noabort(u64 addr, u64 size)
-{
-	return asan_access(addr, size, 0, return_ip(1), false);
-}
-
-__weak int __asan_storeN_noabort(u64 addr, u64 size)
-{
-	return asan_access(addr, size, ASAN_F_WRITE, return_ip(1), false);
-}
-
-__weak int __asan_loadN(u64 addr, u64 size)
-{
-	return asan_access(addr, size, 0, return_ip(1), false);
-}
-
-__weak int __asan_storeN(u64 addr, u64 size)
-{
-	return asan_access(addr, size, ASAN_F_WRITE, return_ip(1), false);
 }
 
 /*
@@ -503,5 +425,5 @@ __weak int asan_init(struct asan_init_args *args)
 	return asan_map_low(args->arena_globals_pages);
 }
 
-#pragma clang attribute pop
+ARENA_NOASAN_END
 #endif /* LIBARENA_ASAN */

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* The bitmap: single-bit operations by compare-and-swap, whole-map word loops. */
 #include <libarena/bitmap.h>
+#include <libarena/heap.h>
+#include <libarena/asan.h>
 
 #define WORD(bmp, bit) (&(bmp)->bits[BIT_WORD(bit)])
 
@@ -244,9 +246,7 @@ __weak __noasan int bmp_print(u32 bits, struct arena_bitmap __arena *bmp __arg_a
 	bool in_run = false, set;
 
 	CHECK_ARGS("bmp_print", bits, bmp, bmp, bmp);
-#ifdef LIBARENA_ASAN
 	asan_check_range((u64)bmp->bits, (bits + BITS_PER_LONG - 1) / BITS_PER_LONG * 8, 0);
-#endif
 	/*
 	 * Opaque, like a loop counter: the verifier compares loop states by value ranges,
 	 * and a position it knows exactly makes every length of text a state of its own

@@ -30,6 +30,7 @@
  */
 #include <libarena/btree.h>
 #include <libarena/heap.h>
+#include <libarena/asan.h>
 
 /*
  * The sanitizer build checks the tree node by node instead of access by access: its
@@ -39,13 +40,8 @@
  * call starts. A node in use is one arena_malloc block of BT_NODE_SIZE bytes, so a use
  * after free or a pointer into something else is caught just the same.
  */
-#ifdef LIBARENA_ASAN
-#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
-			     apply_to = function)
+ARENA_NOASAN_BEGIN
 #define BT_ASAN_CHECK(p, size)	asan_check_range((u64)(p), size, 0)
-#else
-#define BT_ASAN_CHECK(p, size)	do { } while (0)
-#endif
 #define CHECK_NODE(n)								\
 	do {									\
 		if (n)								\
@@ -1247,6 +1243,4 @@ __weak int bt_print(struct btree __arena *bt __arg_arena)
 	return 0;
 }
 
-#ifdef LIBARENA_ASAN
-#pragma clang attribute pop
-#endif
+ARENA_NOASAN_END

@@ -5,12 +5,10 @@
  * only (6.12 forbids global calls there); page kfuncs and log lines come after unlock.
  */
 #include <libarena/buddy.h>
+#include "alloc_internal.h"
 
-#ifdef LIBARENA_ASAN
 /* Free blocks hold the allocator's links: its own accesses are not checked. */
-#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
-			     apply_to = function)
-#endif
+ARENA_NOASAN_BEGIN
 
 #define LOCK_SPINS		(1 << 23)	/* waits for the default allocator's set-up */
 #define CLAIM_TRIES		8
@@ -37,9 +35,9 @@ enum {
 	BAD_METADATA,
 };
 
-static __always_inline u64 arena_base(void)
+static __always_inline u64 buddy_arena(void)
 {
-	return (u64)&buddy_registry & ~0xffffffffull;
+	return arena_base_of((u64)&buddy_registry);
 }
 
 static __always_inline u32 slot_of(u64 addr)
@@ -49,19 +47,19 @@ static __always_inline u32 slot_of(u64 addr)
 
 static __always_inline u64 chunk_addr(u32 slot)
 {
-	return arena_base() + BUDDY_WINDOW_START + ((u64)slot << BUDDY_CHUNK_SHIFT);
+	return buddy_arena() + BUDDY_WINDOW_START + ((u64)slot << BUDDY_CHUNK_SHIFT);
 }
 
 static __always_inline u64 meta_addr(u32 slot)
 {
-	return arena_base() + BUDDY_META_START + (u64)slot * BUDDY_META_SIZE;
+	return buddy_arena() + BUDDY_META_START + (u64)slot * BUDDY_META_SIZE;
 }
 
 static __always_inline bool in_window(u64 addr)
 {
 	u32 off = addr;
 
-	return (addr & ~0xffffffffull) == arena_base() && off >= BUDDY_WINDOW_START &&
+	return arena_base_of(addr) == buddy_arena() && off >= BUDDY_WINDOW_START &&
 	       off < BUDDY_WINDOW_END;
 }
 
@@ -415,7 +413,7 @@ static __noinline void release_slot(u32 slot)
 	slot &= BUDDY_NR_SLOTS - 1;
 	buddy_registry.owner[slot] = 0;
 	buddy_registry.in_use[slot] = 0;
-	atomic_fetch_and(&buddy_registry.claimed[slot / 64], ~(1ull << (slot % 64)));
+	arena_clear_bit(buddy_registry.claimed, slot);
 }
 
 /* Give a chunk's pages back; the slot is free for anyone afterwards. */
@@ -424,9 +422,7 @@ static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
 	slot &= BUDDY_NR_SLOTS - 1;
 	bpf_arena_free_pages(&arena, (void __arena *)chunk_addr(slot), BUDDY_CHUNK_PAGES);
 	bpf_arena_free_pages(&arena, (void __arena *)meta_addr(slot), BUDDY_META_PAGES);
-#ifdef LIBARENA_ASAN
-	asan_poison((void __arena *)chunk_addr(slot), ASAN_RELEASED, BUDDY_CHUNK_SIZE);
-#endif
+	asan_hook_poison(chunk_addr(slot), BUDDY_CHUNK_SIZE, ASAN_RELEASED);
 	release_slot(slot);
 	atomic_add(&b->stats.chunks_returned, 1);
 	atomic_add(&b->stats.pages_returned, BUDDY_CHUNK_PAGES + BUDDY_META_PAGES);
@@ -436,21 +432,11 @@ static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
 /* Claim a free chunk slot: the lowest clear bit of the registry, by compare-and-swap. */
 static __noinline int claim_slot(void)
 {
-	u64 bits, bit;
-	int w;
+	u32 slot;
 
-	/* A word is left only when full: a lost race is retried, never counted. */
-	for (w = zero; w < BUDDY_NR_SLOTS / 64 && can_loop; w++) {
-		while (can_loop) {
-			bits = READ_ONCE(buddy_registry.claimed[w & 31]);
-			if (bits == ~0ull)
-				break;
-			bit = ~bits & (bits + 1);
-			if (cmpxchg(&buddy_registry.claimed[w & 31], bits, bits | bit) == bits)
-				return w * 64 + arena_fls(bit) - 1;
-		}
-	}
-	return -ENOMEM;
+	if (!arena_claim_bit(buddy_registry.claimed, BUDDY_NR_SLOTS / 64, &slot))
+		return -ENOMEM;
+	return slot;
 }
 
 /* Map a new chunk and its metadata, and hand its one big block to b. Sleepable. */
@@ -470,13 +456,11 @@ static __noinline int add_chunk(struct buddy __arena *b)
 		meta = bpf_arena_alloc_pages(&arena, (void __arena *)meta_addr(slot),
 					     BUDDY_META_PAGES, NUMA_NO_NODE, 0);
 		if (data && meta) {
-#ifdef LIBARENA_ASAN
 			/* Before the block is on a list: nobody may have it yet. */
 			/* With the granule before it (the heap's window is below slot 0). */
-			asan_shadow_map((u64)data - ASAN_GRANULE, BUDDY_CHUNK_SIZE + ASAN_GRANULE,
-					ASAN_UNALLOCATED);
-			asan_poison(data, ASAN_UNALLOCATED, BUDDY_CHUNK_SIZE);
-#endif
+			asan_hook_map((u64)data - ASAN_GRANULE, BUDDY_CHUNK_SIZE + ASAN_GRANULE,
+				      ASAN_UNALLOCATED);
+			asan_hook_poison((u64)data, BUDDY_CHUNK_SIZE, ASAN_UNALLOCATED);
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
 			buddy_registry.in_use[slot & (BUDDY_NR_SLOTS - 1)] = 0;
 			if (buddy_lock(b))
@@ -507,88 +491,7 @@ undo:
 	return -ETIMEDOUT;
 }
 
-static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
-{
-	u32 pages = (size + 4095) / 4096 + 1;
-	struct buddy_run __arena *run;
-	u64 addr, end;
-
-	run = bpf_arena_alloc_pages(&arena, NULL, pages, NUMA_NO_NODE, 0);
-	if (!run)
-		return 0;
-	addr = (u64)run;
-	end = (u32)addr + (u64)pages * 4096;
-	/* The kernel placed it inside our window: the arena is full below it. */
-	if (end > BUDDY_WINDOW_START && (u32)addr < BUDDY_META_END) {
-		bpf_arena_free_pages(&arena, run, pages);
-		return 0;
-	}
-	run->magic = BUDDY_RUN_MAGIC;
-	run->pages = pages;
-	run->owner = (u64)b;
-	run->prev = 0;
-	if (buddy_lock(b)) {
-		bpf_arena_free_pages(&arena, run, pages);
-		return 0;
-	}
-	run->next = b->runs;
-	if (b->runs)
-		((struct buddy_run __arena *)b->runs)->prev = addr;
-	b->runs = addr;
-	b->stats.runs_in_use++;
-	b->stats.run_pages_in_use += pages;
-	b->stats.map_calls++;
-	b->stats.map_pages += pages;
-	b->stats.bytes_requested += size;
-	b->stats.allocs++;
-	buddy_unlock(b);
-#ifdef LIBARENA_ASAN
-	/* The header page is a redzone before the run, the slack of its last page after. */
-	asan_shadow_map(addr, (u64)pages * 4096, 0);
-	asan_poison(run, ASAN_REDZONE, 4096);
-	asan_alloc_hook(addr + 4096, size, (u64)(pages - 1) * 4096);
-#endif
-	return addr + 4096;
-}
-
-static __noinline int free_run(struct buddy __arena *b, u64 addr)
-{
-	struct buddy_run __arena *run = (struct buddy_run __arena *)(addr - 4096);
-	u32 pages;
-
-	if (addr & 4095)
-		return -EINVAL;
-	/* An unmapped header page reads as zeroes: not ours, or freed already. */
-	if (run->magic != BUDDY_RUN_MAGIC || run->owner != (u64)b)
-		return -EINVAL;
-	pages = run->pages;
-	if (pages < 2 || pages > RUN_MAX_PAGES + 1)
-		return -EINVAL;
-#ifdef LIBARENA_ASAN
-	/*
-	 * Valid again, not ASAN_RELEASED: runs lie outside the allocator windows, and the
-	 * next bpf_arena_alloc_pages(NULL), the program's own too, may get these pages.
-	 */
-	asan_poison(run, 0, (u64)pages * 4096);
-#endif
-	if (buddy_lock(b))
-		return -ETIMEDOUT;
-	if (run->prev)
-		((struct buddy_run __arena *)run->prev)->next = run->next;
-	else
-		b->runs = run->next;
-	if (run->next)
-		((struct buddy_run __arena *)run->next)->prev = run->prev;
-	run->magic = 0;
-	b->stats.runs_in_use--;
-	b->stats.run_pages_in_use -= pages;
-	b->stats.frees++;
-	buddy_unlock(b);
-	bpf_arena_free_pages(&arena, run, pages);
-	atomic_add(&b->stats.pages_returned, pages);
-	atomic_add(&b->stats.unmap_calls, 1);
-	return 0;
-}
+#include "buddy/runs.c"
 
 static __always_inline bool buddy_ready(struct buddy __arena *b)
 {
@@ -725,10 +628,8 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 			addr = alloc_locked(b, order, size);
 		}
 		buddy_unlock(b);
-#ifdef LIBARENA_ASAN
 		if (addr)
-			asan_alloc_hook(addr, size, (u64)BUDDY_MIN_SIZE << order);
-#endif
+			asan_hook_alloc(addr, size, (u64)BUDDY_MIN_SIZE << order);
 		if (addr)
 			return addr;
 		if (!may_sleep)
@@ -778,22 +679,18 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 		if (bad == -ETIMEDOUT) {
 			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		} else if (bad) {
-#ifdef LIBARENA_ASAN
-			asan_free_report(addr, ASAN_INVALID_FREE, 2);
-#endif
+			asan_hook_bad_free(addr, ASAN_INVALID_FREE);
 			atomic_add(&b->stats.bad_calls, 1);
 			arena_stderr("%s: %llx was not allocated by %llx "
 				     "(foreign pointer or double free)", who, addr, (u64)b);
 		}
 		return bad ? bad : 0;
 	}
-#ifdef LIBARENA_ASAN
 	/* Poisoned while the block is still ours: once free, anyone may reuse it. */
-	if (!(addr & (BUDDY_MIN_SIZE - 1)) &&
+	if (ASAN_ENABLED && !(addr & (BUDDY_MIN_SIZE - 1)) &&
 	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] == (u64)b &&
 	    (*meta_of(addr) & (BUDDY_META_USED | BUDDY_META_FREE)) == BUDDY_META_USED)
-		asan_free_hook(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
-#endif
+		asan_hook_free(addr, (u64)BUDDY_MIN_SIZE << (*meta_of(addr) & BUDDY_META_ORDER));
 	if (buddy_lock(b)) {
 		if (defer_free(b, addr)) {
 			arena_stderr("%s: lock timeout on %llx: the free of %llx is deferred", who,
@@ -814,11 +711,9 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 	}
 	buddy_unlock(b);
 
-#ifdef LIBARENA_ASAN
 	if (bad)
-		asan_free_report(addr, bad == BAD_DOUBLE_FREE ? ASAN_DOUBLE_FREE :
-				 ASAN_INVALID_FREE, 2);
-#endif
+		asan_hook_bad_free(addr, bad == BAD_DOUBLE_FREE ? ASAN_DOUBLE_FREE :
+				   ASAN_INVALID_FREE);
 	switch (bad) {
 	case 0:
 		break;
@@ -948,124 +843,6 @@ __weak int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares)
 	return -E2BIG;
 }
 
-/*
- * The default allocator: initialised by the first caller, exactly once.
- * Helpers are inlined where they can be: a call from a user's program through
- * bmp_alloc() to the deepest helper takes 5 of the verifier's 8 frames.
- */
-static __always_inline int default_ready(void)
-{
-	int i, err;
+#include "buddy/default.c"
 
-	if (READ_ONCE(arena_buddy_state) == 2)
-		return 0;
-	if (cmpxchg(&arena_buddy_state, 0, 1) == 0) {
-		err = buddy_init(&arena_buddy);
-		WRITE_ONCE(arena_buddy_state, err ? 0 : 2);
-		return err;
-	}
-	for (i = zero; i < LOCK_SPINS && can_loop; i++)
-		if (READ_ONCE(arena_buddy_state) == 2)
-			return 0;
-	return -ETIMEDOUT;
-}
-
-__weak u64 arena_buddy_addr(void)
-{
-	return (u64)&arena_buddy;
-}
-
-/* The default allocator, made ready if it is not (sleepable). */
-__weak int arena_buddy_ready(void)
-{
-	arena_subprog_init();
-	return default_ready();
-}
-
-/* Whether the default allocator is ready, from any program. */
-__weak int arena_buddy_is_ready(void)
-{
-	return READ_ONCE(arena_buddy_state) == 2;
-}
-
-SEC("syscall")
-__weak int arena_buddy_reset(void *ctx)
-{
-	int err;
-
-	if (READ_ONCE(arena_buddy_state) == 2) {
-		err = buddy_destroy(&arena_buddy);
-		if (err)
-			return err;
-	}
-	arena_buddy_state = 0;
-	return default_ready();
-}
-
-SEC("syscall")
-__weak int arena_buddy_destroy(void *ctx)
-{
-	int err = 0;
-
-	if (READ_ONCE(arena_buddy_state) == 2)
-		err = buddy_destroy(&arena_buddy);
-	arena_buddy_state = 0;
-	return err;
-}
-
-u64 __arena_global arena_reserved;	/* user address of the reserved pages, 0 if none */
-
-SEC("syscall")
-__weak int arena_alloc_reserve(struct arena_alloc_reserve_args *args)
-{
-	u64 pages = args->nr_pages ? args->nr_pages : ARENA_RESERVE_DEFAULT;
-	void __arena *p;
-
-	if (arena_reserved) {
-		args->addr = arena_reserved;
-		return -EALREADY;
-	}
-	if (pages > RUN_MAX_PAGES) {
-		arena_stderr("arena_alloc_reserve: %llu pages is too many", pages);
-		return -EINVAL;
-	}
-	p = bpf_arena_alloc_pages(&arena, NULL, pages, NUMA_NO_NODE, 0);
-	if (!p) {
-		arena_stderr("arena_alloc_reserve: no room for %llu pages", pages);
-		return -ENOMEM;
-	}
-	arena_reserved = (u64)p;
-	args->addr = (u64)p;
-	return 0;
-}
-
-#ifdef LIBARENA_ASAN
-/*
- * The block of the default allocator (arena_malloc's) an address falls in, for the
- * sanitizer's arena_free: its size << 32 | the arena offset of its start, bit 63 set when
- * it is free; 0 outside any such block.
- */
-__weak u64 buddy_block_of(u64 addr)
-{
-	u64 chunk, start;
-	u32 slot, o;
-	u8 m;
-
-	if (!in_window(addr))
-		return 0;
-	slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1);
-	if (buddy_registry.owner[slot] != (u64)&arena_buddy)
-		return 0;
-	chunk = chunk_addr(slot);
-	for (o = zero; o < BUDDY_ORDERS && can_loop; o++) {
-		start = chunk + ((addr - chunk) & ~(((u64)BUDDY_MIN_SIZE << o) - 1));
-		m = *meta_of(start);
-		if ((m & (BUDDY_META_FREE | BUDDY_META_USED)) && (m & BUDDY_META_ORDER) == o)
-			return ((u64)BUDDY_MIN_SIZE << o << 32) | (u32)start |
-			       (m & BUDDY_META_FREE ? 1ull << 63 : 0);
-	}
-	return 0;
-}
-
-#pragma clang attribute pop
-#endif
+ARENA_NOASAN_END

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* The common layer's programs: what user space asks the library. */
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
+#include <libarena/buddy.h>
+#include <libarena/heap.h>
 
 /*
  * No license section here or anywhere in the library: the program that links the
@@ -15,7 +18,7 @@ __weak int arena_get_info(struct arena_get_info_args *args)
 		return -EINVAL;
 	/* An arena pointer's value is its user-space address. */
 	args->log = arena_log_addr();
-	args->arena_base = args->log & ~0xffffffffull;
+	args->arena_base = arena_base_of(args->log);
 	args->arena_pages = ARENA_PAGES;
 	args->version = LIBARENA_VERSION;
 	args->buddy = arena_buddy_addr();

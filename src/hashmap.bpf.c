@@ -13,6 +13,7 @@
  * (__noasan): the sanitizer's checks are global calls.
  */
 #include <libarena/hashmap.h>
+#include <libarena/heap.h>
 
 #define BLOCK_SIZE	(1u << HMAP_BLOCK_BITS)
 #define FREE_CHUNK	(1u << 20)	/* nodes one call of free_chain() frees */

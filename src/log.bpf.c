@@ -4,13 +4,11 @@
  * by slot with a release store of seq. The reader (user space) consumes a line once every
  * slot of it carries its own position + 1 in seq, then advances tail.
  */
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
-#ifdef LIBARENA_ASAN
 /* The ring lives in the arena's globals, which have no shadow: nothing to check. */
-#pragma clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
-			     apply_to = function)
-#endif
+ARENA_NOASAN_BEGIN
 
 /* Initialised data: libbpf copies it into the arena when it loads the object. */
 struct arena_log __arena_global arena_log_ring = {
@@ -104,6 +102,4 @@ __weak int arena_log_commit(int stream, struct arena_log_line *line, long n)
 	return 0;
 }
 
-#ifdef LIBARENA_ASAN
-#pragma clang attribute pop
-#endif
+ARENA_NOASAN_END

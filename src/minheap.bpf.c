@@ -8,6 +8,7 @@
  * its checks are global calls.
  */
 #include <libarena/minheap.h>
+#include <libarena/heap.h>
 
 #define CHECK_HEAP(fn, h)							\
 	do {									\

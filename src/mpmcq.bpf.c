@@ -8,6 +8,7 @@
  * p + 1 once that push is published, and p + c once the pop of p handed it on.
  */
 #include <libarena/mpmcq.h>
+#include <libarena/heap.h>
 
 #define CHECK_QUEUE(fn, q)							\
 	do {									\

@@ -8,6 +8,7 @@
  * rest is. Lists end in 0.
  */
 #include <libarena/mpsc.h>
+#include <libarena/heap.h>
 
 static __always_inline struct mpsc_node __arena *node_at(u64 addr)
 {

@@ -16,6 +16,8 @@
  * side in question and child[1 - dir] the other.
  */
 #include <libarena/rbtree.h>
+#include <libarena/heap.h>
+#include <libarena/asan.h>
 
 typedef struct rbnode __arena rbnode_t;
 
@@ -478,10 +480,8 @@ __weak int rb_insert_node(struct rbtree __arena *t __arg_arena,
 		return BROKEN("rb_insert_node", t);
 	if (found)
 		return -EALREADY;
-#ifdef LIBARENA_ASAN
 	/* link_node writes the node's links and colour unchecked: check the whole node. */
 	asan_check_range((u64)node, sizeof(*node), 1);
-#endif
 	return link_node(t, node, parent, dir);
 }
 

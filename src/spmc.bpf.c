@@ -9,6 +9,7 @@
  * positions above top without a swap and races for the very last one like a thief.
  */
 #include <libarena/spmc.h>
+#include <libarena/heap.h>
 
 /*
  * Between a thief's loads of top and bottom: the owner's pop orders its store of bottom

@@ -6,6 +6,8 @@
  * test logs "asan-seeded: caught N of M". In the plain build these tests are skipped.
  */
 #include <libarena/common.h>
+#include <libarena/asan.h>
+#include <libarena/buddy.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
@@ -54,7 +56,7 @@ __weak int touch(u64 addr, u32 width, u32 write)
 }
 
 /* The line number of touch()'s one-byte write, for the source location check. */
-#define TOUCH_WRITE1_LINE	40
+#define TOUCH_WRITE1_LINE	42
 
 /*
  * Did the last access make exactly one report, of this kind, at bad, of this direction?

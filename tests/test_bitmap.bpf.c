@@ -4,6 +4,7 @@
  * flipping disjoint bits of shared words without losing an update.
  */
 #include <libarena/common.h>
+#include <libarena/bitmap.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";

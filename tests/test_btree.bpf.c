@@ -10,6 +10,7 @@
  * the same helper also clears map or arena memory.
  */
 #include <libarena/common.h>
+#include <libarena/asan.h>
 #include <libarena/btree.h>
 #include <libarena/heap.h>
 #include <libarena/test.h>

@@ -5,6 +5,7 @@
  * friends, and a parallel stress test. Each test makes its own allocator.
  */
 #include <libarena/common.h>
+#include <libarena/buddy.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -7,6 +7,7 @@
  * bigger than it says, this object no longer loads. scripts/frame-budget checks the same figures against the objects.
  */
 #include <libarena/common.h>
+#include <libarena/buddy.h>
 #include <libarena/btree.h>
 #include <libarena/test.h>
 

@@ -7,6 +7,8 @@
  * the heaps (arena_heap_refill) before the first test.
  */
 #include <libarena/common.h>
+#include <libarena/asan.h>
+#include <libarena/buddy.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
@@ -20,7 +22,7 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 #define exact_frees()								\
 	do {									\
 		((struct asan_state __arena *)asan_state_addr())->quarantine_len = 0; \
-		asan_quarantine_flush();					\
+		arena_quarantine_flush();					\
 	} while (0)
 #else
 #define HEAP_SLACK 0
@@ -657,8 +659,10 @@ int test_heap_nested_level(struct arena_test_ctx *ctx)
 	u32 cpu = bpf_get_smp_processor_id();
 	struct arena_heap __arena *h0 = heap_of(cpu * HEAP_LEVELS);
 	struct arena_heap __arena *h1 = heap_of(cpu * HEAP_LEVELS + 1);
-	u64 nested = h1->stats.nested, remote;
+	u64 nested = h1->stats.nested, remote, orphans;
 	void __arena *p, *q;
+	s64 out;
+	int err;
 
 	exact_frees();
 
@@ -694,6 +698,17 @@ int test_heap_nested_level(struct arena_test_ctx *ctx)
 	p = arena_malloc(32);
 	h0->busy = h1->busy = heap_of(cpu * HEAP_LEVELS + 2)->busy = 0;
 	ARENA_ASSERT(!p);
+	/* A free with every level busy still gets through, and the account stays exact. */
+	q = arena_malloc(32);
+	ARENA_ASSERT(q);
+	out = arena_heap_outstanding();
+	orphans = glob()->orphan_frees;
+	h0->busy = h1->busy = heap_of(cpu * HEAP_LEVELS + 2)->busy = 1;
+	err = arena_free(q);
+	h0->busy = h1->busy = heap_of(cpu * HEAP_LEVELS + 2)->busy = 0;
+	ARENA_ASSERT_EQ(err, 0);
+	ARENA_ASSERT_EQ(glob()->orphan_frees, orphans + 1);
+	ARENA_ASSERT_EQ(arena_heap_outstanding(), out - 1);
 	return 0;
 }
 

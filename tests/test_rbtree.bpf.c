@@ -5,6 +5,7 @@
  * operations checked against a model with rb_integrity_check after each one.
  */
 #include <libarena/common.h>
+#include <libarena/asan.h>
 #include <libarena/rbtree.h>
 #include <libarena/test.h>
 

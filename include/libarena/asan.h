@@ -37,7 +37,7 @@
  *                            shadow pages are filled with fill
  *   asan_map_low(pages)      sleepable: map the (valid) shadow of the arena's first pages,
  *                            at least ASAN_LOW_PAGES: asan_init and arena_heap_refill do
- *   asan_quarantine_flush()  free every block in the quarantine now
+ *   arena_quarantine_flush() (heap.h) frees every block in the quarantine now
  *   asan_violated            nonzero once a report was made: the last bad address
  *
  * A report never stops the program: the access goes ahead. Reports are written into the
@@ -47,12 +47,10 @@
 #ifndef __LIBARENA_ASAN_H
 #define __LIBARENA_ASAN_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/alloc_types.h>
+#include <libarena/log.h>
 
-#define ASAN_SHADOW_SHIFT	3
-#define ASAN_GRANULE		(1u << ASAN_SHADOW_SHIFT)
-/* Arena offset of the shadow: offset x has its shadow byte at START + x / 8. */
-#define ASAN_SHADOW_START	0xe0000000u
 
 #define ASAN_REDZONE		((s8)0xfb)
 #define ASAN_FREED		((s8)0xfd)
@@ -134,68 +132,21 @@ struct asan_init_args {
 volatile u64 asan_violated __weak;
 
 #ifdef LIBARENA_ASAN
-#define __noasan __attribute__((no_sanitize("kernel-address")))
-
 int asan_poison(void __arena *addr __arg_arena, s8 val, u64 size);
 int asan_unpoison(void __arena *addr __arg_arena, u64 size);
 bool asan_shadow_set(void __arena *addr __arg_arena);
 int asan_shadow_map(u64 addr, u64 size, s8 fill);
-int asan_quarantine_flush(void);
 int asan_map_low(u64 pages);
 int asan_quarantine_count(void);
 u64 asan_state_addr(void);
 
-/* Allocator hooks (the library's allocators call them; see src/asan.bpf.c). */
-int asan_alloc_hook(u64 addr, u64 size, u64 slot);
-int asan_free_hook(u64 addr, u64 slot);
-int asan_free_report(u64 addr, int kind, int depth);
-u64 asan_quarantine_push(u64 addr, u64 size);
+/* An access of size bytes at addr that the compiler did not check (a copy, a fill). */
 int asan_check_range(u64 addr, u64 size, int write);
 
-/*
- * What the buddy allocator tells arena_free(): the block an address falls in, as size
- * << 32 | arena offset of its start, bit 63 set when free, or 0; and the free that skips
- * the quarantine (the quarantine's own).
- */
-u64 buddy_block_of(u64 addr);
-int arena_free_now(void __arena *ptr __arg_arena);
-
-/*
- * What the compiler calls. The 6.12 linker wants BTF for every symbol an object takes
- * from another, and the calls the compiler adds carry none: declare them here and name
- * them in a function every object has (weak: one copy survives linking; never called).
- */
-extern u64 __asan_shadow_memory_dynamic_address;
-#define __ASAN_DECLARE(size)							\
-	int __asan_report_load##size##_noabort(u64 addr);			\
-	int __asan_report_store##size##_noabort(u64 addr)
-__ASAN_DECLARE(1);
-__ASAN_DECLARE(2);
-__ASAN_DECLARE(4);
-__ASAN_DECLARE(8);
-__ASAN_DECLARE(16);
-int __asan_report_load_n_noabort(u64 addr, u64 size);
-int __asan_report_store_n_noabort(u64 addr, u64 size);
-#define __asan_hidden __attribute__((visibility("hidden")))
-__asan_hidden int __asan_memset(void *dst, int c, u64 n);
-__asan_hidden int __asan_memcpy(void *dst, const void *src, u64 n);
-__asan_hidden int __asan_memmove(void *dst, const void *src, u64 n);
-
-__weak __noasan int __asan_btf_anchor(void)
-{
-#define __ASAN_NAME(size)							\
-	__asan_report_load##size##_noabort(0) + __asan_report_store##size##_noabort(0)
-	return __ASAN_NAME(1) + __ASAN_NAME(2) + __ASAN_NAME(4) + __ASAN_NAME(8) +
-	       __ASAN_NAME(16) + __asan_report_load_n_noabort(0, 0) +
-	       __asan_report_store_n_noabort(0, 0) + __asan_memset(0, 0, 0) +
-	       __asan_memcpy(0, 0, 0) + __asan_memmove(0, 0, 0) +
-	       (int)__asan_shadow_memory_dynamic_address;
-#undef __ASAN_NAME
-}
 
 static __always_inline s8 __arena *asan__shadow(u64 addr)
 {
-	return (s8 __arena *)((addr & ~0xffffffffull) + ASAN_SHADOW_START +
+	return (s8 __arena *)(arena_base_of(addr) + ASAN_SHADOW_START +
 			      ((u32)addr >> ASAN_SHADOW_SHIFT));
 }
 
@@ -316,35 +267,20 @@ static __always_inline int asan__free_hook(u64 addr, u64 slot)
 	return asan__poison(addr, slot, ASAN_FREED);
 }
 
-/*
- * Set the shadow of [addr, addr + size), addr 64-byte aligned, size a multiple of 64:
- * inline, for allocator code that runs with preemption disabled (no global calls).
- */
-static __always_inline void asan_poison_inline(u64 addr, u64 size, s8 val)
-{
-	u64 sp = (addr & ~0xffffffffull) + ASAN_SHADOW_START + ((u32)addr >> ASAN_SHADOW_SHIFT);
-	u64 word = (u8)val, i;
-
-	word |= word << 8;
-	word |= word << 16;
-	word |= word << 32;
-	for (i = zero; i < size / 64 && can_loop; i++)
-		*(u64 __arena *)(sp + i * 8) = word;
-}
-
 /* The shadow byte of an address, read without a check. */
 static __always_inline s8 asan_shadow_of(u64 addr)
 {
-	return *(s8 __arena *)((addr & ~0xffffffffull) + ASAN_SHADOW_START +
-			       ((u32)addr >> ASAN_SHADOW_SHIFT));
+	return *asan__shadow(addr);
 }
-#else
-#define __noasan
 #endif /* LIBARENA_ASAN */
 #endif /* __BPF__ */
 
-#ifndef __noasan
-#define __noasan	/* plain builds, and the library's sources compiled for the host */
+#if !defined(__BPF__) || !defined(LIBARENA_ASAN)
+/* Plain and host builds: a data structure's explicit check compiles to nothing. */
+static __always_inline int asan_check_range(u64 addr, u64 size, int write)
+{
+	return 0;
+}
 #endif
 
 #endif /* __LIBARENA_ASAN_H */

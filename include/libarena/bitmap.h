@@ -36,7 +36,8 @@
 #ifndef __LIBARENA_BITMAP_H
 #define __LIBARENA_BITMAP_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 #ifndef BITS_PER_LONG
 #define BITS_PER_LONG		64

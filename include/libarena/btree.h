@@ -59,7 +59,8 @@
 #ifndef __LIBARENA_BTREE_H
 #define __LIBARENA_BTREE_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 /*
  * A node searches its keys in BT_SEARCH_STEPS unrolled halvings over BT_SLOTS slots; the

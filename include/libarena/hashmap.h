@@ -75,7 +75,8 @@
 #ifndef __LIBARENA_HASHMAP_H
 #define __LIBARENA_HASHMAP_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 #include <libarena/spinlock.h>
 
 #define HMAP_STRIPE_BITS	6		/* regions: the hash's top 6 bits */

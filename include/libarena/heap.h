@@ -47,44 +47,24 @@
  * back to the kernel only after the purge delay (HEAP_PURGE_DELAY_MS): a pool span once
  * due, a reserve's spans beyond its target once the heap has taken none for that long,
  * and never in a maintenance pass that maps: an idle pass maps and unmaps nothing, and a
- * steady workload none after its warm-up. Spans that come back empty through remote
- * frees are noticed when the owner next looks at them, or by arena_heap_collect_cpu()
- * (any program; SEC("syscall") arena_heap_collect for user space): the heaps of the CPU
- * it runs on.
+ * steady workload none after its warm-up. A listed span that comes back empty through
+ * remote frees is retired by arena_heap_collect_cpu() (any program; SEC("syscall")
+ * arena_heap_collect for user space: the heaps of the CPU it runs on), and until then
+ * is simply reused when it becomes current; a current span stays current, empty or not.
+ * (The state machines: include/libarena/alloc_types.h.)
  *
- * Double frees are caught while the object is still free (a tag in its second word);
+ * Double frees are caught while the object is still free (a tag in its third 32-bit word);
  * two CPUs freeing the same object at the same moment are not. kprobe, tracepoint and
  * perf_event programs can use the allocator: it touches no map but the arena.
  */
 #ifndef __LIBARENA_HEAP_H
 #define __LIBARENA_HEAP_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/alloc_types.h>
+#include <libarena/log.h>
+#include <libarena/buddy.h>
 
-#define HEAP_SPAN_SHIFT		17			/* 128 KiB of address per span */
-#define HEAP_SPAN_SIZE		(1u << HEAP_SPAN_SHIFT)
-#define HEAP_SMALL_SPAN		(64u << 10)		/* mapped for small classes */
-#define HEAP_MEDIUM_SPAN	HEAP_SPAN_SIZE		/* mapped for medium classes */
-/* Bytes mapped for a span of a kind (0 small, 1 medium). */
-#define HEAP_KIND_SPAN(kind)	((kind) ? HEAP_MEDIUM_SPAN : HEAP_SMALL_SPAN)
-#define HEAP_SMALL_MAX		8192
-#define HEAP_MEDIUM_MAX		65536
-#define HEAP_NR_SMALL		32	/* 16..128 by 16, then 4 per power of two */
-#define HEAP_NR_CLASSES		47	/* medium: 10 KiB, then 3 .. 16 pages */
-#define HEAP_KINDS		2	/* small, medium */
-#define HEAP_LEVELS		3	/* per CPU: task, and two nesting levels */
-#define HEAP_MAX_CPUS		256
-#define HEAP_MAX_HEAPS		(HEAP_MAX_CPUS * HEAP_LEVELS)
-
-/* Arena offsets the allocator owns: spans, then descriptors and heaps after buddy's. */
-#define HEAP_WINDOW_START	0x40000000u
-#define HEAP_NR_SPANS		8192	/* a power of two */
-#define HEAP_WINDOW_END		(HEAP_WINDOW_START + HEAP_NR_SPANS * HEAP_SPAN_SIZE)
-#define HEAP_DESC_START		0xc4000000u
-#define HEAP_DESC_END		(HEAP_DESC_START + HEAP_NR_SPANS * 64)
-#define HEAP_HEAPS_START	HEAP_DESC_END
-#define HEAP_HEAP_SIZE		1024
-#define HEAP_HEAPS_END		(HEAP_HEAPS_START + HEAP_MAX_HEAPS * HEAP_HEAP_SIZE)
 
 /* Reserve defaults, in spans per heap and kind (arena_heap_refill_args overrides). */
 #define HEAP_RESERVE_SMALL	4
@@ -114,46 +94,7 @@
  */
 #define HEAP_RESERVE_REST	0
 
-#define HEAP_MAGIC		0x48656170u
-#define HEAP_SPAN_MAGIC		0x5370616eu
-#define HEAP_GLOBAL_MAGIC	0x476c6f62u
 
-/* Span states. */
-#define HEAP_SPAN_RESERVE	1	/* mapped, in a reserve */
-#define HEAP_SPAN_ACTIVE	2	/* holds objects of one class for its owner */
-#define HEAP_SPAN_RELEASE	3	/* in the pool: reused, or given back once due */
-
-/* Trimming a medium span's unused pages (arena_heap_span.trim). */
-#define HEAP_TRIM_NONE		0	/* every page of the kind mapped, not queued */
-#define HEAP_TRIM_PENDING	1	/* in use, queued for maintenance to trim */
-#define HEAP_TRIM_CANCELLED	2	/* still queued, but emptied before its trim */
-#define HEAP_TRIM_BUSY		3	/* maintenance is freeing the unused pages */
-#define HEAP_TRIM_DONE		4	/* only the pages its objects use are mapped */
-
-/* The remote list word: head offset | count << 32 | HEAP_REMOTE_FULL. */
-#define HEAP_REMOTE_FULL	(1ull << 63)
-#define HEAP_REMOTE_COUNT	0x7fffffffull
-
-/* One per span slot, in the descriptor window (64 bytes). */
-struct arena_heap_span {
-	u64 remote;		/* frees from other heaps, see above */
-	u32 local;		/* owner's free list: arena offset of the first object */
-	u32 used;		/* objects out, as the owner counts them */
-	u32 bump;		/* objects carved so far; in the pool: since when (ms clock) */
-	u32 capacity;		/* objects the span holds */
-	u32 size;		/* object size */
-	u8 cls;
-	u8 kind;
-	u8 state;
-	u8 listed;		/* on the owner's partial list */
-	u32 owner;		/* heap id + 1 while HEAP_SPAN_ACTIVE, else 0 */
-	u32 next, prev;		/* owner's lists (span index + 1) */
-	u32 link;		/* lock-free stacks: revived, the pool */
-	u32 magic;		/* HEAP_SPAN_MAGIC while mapped */
-	u32 trim;		/* HEAP_TRIM_* */
-	u32 trim_link;		/* the trim stack */
-	u32 recip;		/* span_recip(size): object index without a division */
-};
 
 /*
  * Object index = ((offset / 16) * recip) >> HEAP_RECIP_SHIFT, exact while
@@ -168,106 +109,6 @@ static __always_inline u32 span_recip(u32 size)
 	return d ? ((1u << HEAP_RECIP_SHIFT) + d - 1) / d : 0;
 }
 
-/* Counters of one heap, written only by the heap's user (sum them for the totals). */
-struct arena_heap_stats {
-	u64 allocs;
-	u64 frees;		/* frees of objects of this heap's spans, by this heap */
-	u64 remote_frees;	/* frees by this heap into other heaps' spans */
-	u64 shortfalls;		/* NULL for want of a span: the reserve was empty */
-	u64 spans_taken;	/* from the reserve */
-	u64 spans_emptied;	/* back to the reserve */
-	u64 spans_released;	/* beyond the high-water mark, for the kernel */
-	u64 revived;		/* full spans a remote free made usable again */
-	u64 nested;		/* calls that found a lower level busy */
-	u64 parked;		/* remote frees parked (then retried) instead of given up */
-};
-
-/* One per CPU and nesting level, in the heaps window. */
-struct arena_heap {
-	u32 magic;
-	u32 busy;		/* in use on this CPU right now */
-	u32 id;			/* cpu * HEAP_LEVELS + level */
-	u32 want;		/* the reserve ran low: maintenance should refill it */
-	u32 used;		/* ever used: nesting levels get a reserve from then on */
-	u32 parked;		/* remote frees that could not get through yet (object list) */
-	/*
-	 * The owner's spare spans (span index + 1), linked through next. Only the owner
-	 * pushes and pops (compare-and-swap); maintenance may only take a list whole, so a
-	 * pop cannot meet ABA. reserve_nr is raised before a push and lowered by whoever
-	 * took a span: never below the true count.
-	 */
-	u32 reserve[HEAP_KINDS];
-	u32 reserve_nr[HEAP_KINDS];
-	u64 reserve_in[HEAP_KINDS];	/* from maintenance: span + 1 | count << 32 */
-	u64 revived;			/* from remote freers: span + 1 */
-	u32 parked_nr;		/* objects on it */
-	u32 pool_held;		/* level 0 only: pool walks under way on this CPU */
-	/*
-	 * Maintenance only: the heap has taken no span from its reserves since quiet_since
-	 * (ms clock; quiet_taken is stats.spans_taken then). Spares beyond the target leave
-	 * a reserve that stayed quiet for the purge delay.
-	 */
-	u32 quiet_since;
-	u32 quiet_taken;
-	u32 current[HEAP_NR_CLASSES];
-	u32 partial[HEAP_NR_CLASSES];	/* spans with free objects, besides current */
-	struct arena_heap_stats stats;
-};
-
-/* Allocator-wide state (user address via arena_get_info: .heap). */
-struct arena_heap_global {
-	u32 magic;
-	u32 nr_cpus;			/* heaps exist for CPUs 0 .. nr_cpus - 1 */
-	u32 reserve[HEAP_KINDS];	/* targets per level-0 heap */
-	u32 high_water;
-	u32 want;			/* some heap asked for a refill */
-	u32 reserve_large;		/* spare buddy chunks for sizes beyond 64 KiB */
-	u32 fail_remote;		/* tests only: remote pushes fail, frees park */
-	/*
-	 * The pool: whole spare spans that left a reserve (span + 1 | count << 32, linked
-	 * through link), each due purge_delay after its bump (ms clock). A heap short of
-	 * spans takes from it before maintenance maps new ones; maintenance gives back the
-	 * due ones, never in a pass that mapped. Only taken whole, so no ABA.
-	 */
-	u64 release;
-	u64 trim;			/* spans to trim: span + 1 | count << 32 */
-	u64 claimed[HEAP_NR_SPANS / 64];	/* span slots in use */
-	u64 desc_mapped[HEAP_NR_SPANS / 64 / 64 + 1];	/* descriptor pages mapped */
-	u64 spans_mapped;		/* now: in reserves, in use, or on the way back */
-	u64 spans_returned;		/* given back to the kernel */
-	u64 pages_mapped;		/* spans, descriptors and heaps, now */
-	u64 refills;			/* maintenance passes that mapped spans */
-	u64 wq_runs;			/* of those, from the workqueue */
-	u64 map_failures;		/* the kernel had no page for a span */
-	u64 no_heap;			/* malloc on a CPU (level) without a heap yet */
-	u64 bad_frees;			/* -EINVAL frees */
-	u64 lost_frees;			/* frees given up: no heap to park on; tests assert 0 */
-	u64 lost_spans;			/* span pushes given up after the whole loop budget */
-	u64 large_allocs, large_frees;	/* served by the buddy allocator */
-	u64 pages_trimmed;		/* unused pages of spans in use, given back */
-	u32 purge_delay;		/* ms, HEAP_PURGE_DELAY_MS unless set */
-	u32 purge_due;			/* ms clock of the next spare due, 0: none (a hint) */
-	u32 large_since;		/* ms clock since the large sizes' spares exceed theirs */
-	u32 large_allocs_seen;		/* the buddy's allocs then (low bits) */
-	u64 pool_reused;		/* spans taken from the pool instead of mapped */
-	u64 spares_shed;		/* spans moved from quiet reserves to the pool */
-	u64 map_calls, map_pages;	/* bpf_arena_alloc_pages calls and pages, ever */
-	u64 unmap_calls, unmap_pages;	/* bpf_arena_free_pages calls and pages, ever */
-	u64 maintain_passes;		/* arena_heap_maintain calls */
-	u64 maintain_ns;		/* and the time they took */
-	u32 reserve_rest;		/* HEAP_RESERVE_REST unless set */
-	u32 woken;			/* ms clock of the last arena_heap_refill: no heap quiet */
-	/*
-	 * Walks under way that hold spans out of sight (the pool taken whole, a reserve
-	 * being shed): an owner that finds nothing meanwhile waits for them to end, up to
-	 * HEAP_POOL_WAIT_NS, rather than fail while spans are in transit (not for one on
-	 * its own CPU: that one is under it and cannot end first).
-	 */
-	u32 pool_holders;
-	u32 pool_waits;			/* owners that waited for such a walk */
-	u32 maintaining;		/* CPU + 1 of the pass under way: the next one waits */
-	u32 maintain_overlaps;		/* passes that waited HEAP_MAINTAIN_WAIT_NS in vain */
-};
 
 struct arena_heap_refill_args {
 	u32 nr_cpus;		/* in: CPUs to create heaps for; 0: as before (at least 1) */
@@ -320,6 +161,8 @@ u32 arena_heap_class_size(u32 cls);
 u64 arena_malloc_addr(u64 size);
 u64 arena_calloc_addr(u64 n, u64 size);
 int arena_free_slow(void __arena *ptr __arg_arena);
+/* Free what the sanitizer's quarantine holds back now (0 in the plain build): how many. */
+int arena_quarantine_flush(void);
 int arena_memset(void __arena *ptr __arg_arena, int c, u64 n);
 
 /* Sleepable programs: refill and retry where arena_malloc would return NULL. */
@@ -341,8 +184,6 @@ static __always_inline void __arena *arena_calloc(size_t n, size_t size)
  * The arena lives at ARENA_USER_BASE (the arena map's map_extra; arena_heap_refill
  * refuses to start otherwise), so every address below is a constant plus an offset.
  */
-/* A free object's third 32-bit word: HEAP_FREE_TAG ^ its arena offset (double frees). */
-#define HEAP_FREE_TAG		0xf7eeb10cu
 
 static __always_inline struct arena_heap_span __arena *__heap_span(u32 s)
 {

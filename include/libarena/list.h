@@ -38,7 +38,8 @@
 #ifndef __LIBARENA_LIST_H
 #define __LIBARENA_LIST_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 struct arena_list_head {
 	struct arena_list_head __arena *next, *prev;

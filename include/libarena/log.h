@@ -19,6 +19,7 @@
  */
 #ifndef __LIBARENA_LOG_H
 #define __LIBARENA_LOG_H
+#include <libarena/base.h>
 
 enum arena_log_stream {
 	ARENA_LOG_STDOUT = 1,

@@ -38,7 +38,8 @@
 #ifndef __LIBARENA_MINHEAP_H
 #define __LIBARENA_MINHEAP_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 #include <libarena/spinlock.h>
 
 #define MINHEAP_MAX_CAPACITY	(1u << 14)	/* 32-byte entries: arena_malloc's 512 KiB */

@@ -40,7 +40,8 @@
 #ifndef __LIBARENA_MPMCQ_H
 #define __LIBARENA_MPMCQ_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 #define MPMCQ_MAX_CAPACITY	(1u << 15)	/* 16-byte cells: arena_malloc's 512 KiB */
 #define MPMCQ_MAGIC		0x4d504d51u	/* "QMPM": a live queue */

@@ -38,7 +38,8 @@
 #ifndef __LIBARENA_MPSC_H
 #define __LIBARENA_MPSC_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 #define MPSC_LINKING	1ull		/* a node's next until its producer links it */
 #define MPSC_LINK_WAIT	256		/* reads of a pending link before the consumer stops */

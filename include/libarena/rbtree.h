@@ -69,7 +69,8 @@
 #ifndef __LIBARENA_RBTREE_H
 #define __LIBARENA_RBTREE_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 /* The struct that holds member at ptr (arena pointers). */
 #ifndef arena_container_of

@@ -56,7 +56,8 @@
 #ifndef __LIBARENA_SPINLOCK_H
 #define __LIBARENA_SPINLOCK_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 #define ARENA_SPIN_QUEUE	32	/* tickets out at once: one mark bit each */
 #define ARENA_SPIN_TIMEOUT_NS	(250ull * 1000 * 1000)	/* as the kernel's rqspinlock */

@@ -42,7 +42,8 @@
 #ifndef __LIBARENA_SPMC_H
 #define __LIBARENA_SPMC_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
 
 #define SPMC_ARR_BASESZ		128		/* slots of the first array */
 #define SPMC_ARR_ORDERS		10		/* arrays of 128 .. 64K slots */

@@ -18,7 +18,9 @@
 #ifndef __LIBARENA_TEST_H
 #define __LIBARENA_TEST_H
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
+#include <libarena/heap.h>
 
 struct arena_test_ctx {
 	u32 nr_cpus;		/* online CPUs the runner sees */

@@ -23,7 +23,10 @@
 #define __LIBARENA_USERSPACE_H
 
 #include <stdio.h>
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
+#include <libarena/heap.h>
+#include <libarena/asan.h>
 
 struct bpf_object;
 struct bpf_program;

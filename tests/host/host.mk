@@ -42,7 +42,7 @@ BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 all: $(BINS)
 
 define host_test
-$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/tests/host/*.[ch])
+$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/src/*.h $(ROOT)/src/*/*.c $(ROOT)/tests/host/*.[ch])
 	@mkdir -p $(OUTPUT)
 	@$(CC) $(CFLAGS) $($(1)_CFLAGS) $(SAN_$(2)) $(SHIM) -x c $($(1)_SRCS) -x none $$< -o $$@ -lpthread
 endef

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* heap.bpf.c, part 4 of 7: the public calls: arena_malloc_addr, arena_free_slow and the rest. */
+
+/* ---- the public calls ---- */
+
+static __always_inline u64 malloc_large(u64 size)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 addr, asz;
+
+	if (!arena_buddy_is_ready()) {
+		arena_stderr("arena_malloc: %llu bytes: the large allocator is not ready "
+			     "(run arena_heap_refill)", size);
+		return 0;
+	}
+	/* A redzone after the block, unless that would need more than the largest block. */
+	asz = asan_hook_redzone(size, BUDDY_MAX_SIZE);
+	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), asz);
+	if (addr)
+		asan_hook_alloc(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
+					    1ull << arena_fls(asz - 1));
+	if (addr)
+		atomic_add(&g->large_allocs, 1);
+	else
+		WRITE_ONCE(g->want, 1);
+	return addr;
+}
+
+__weak u64 arena_malloc_addr(u64 size)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap __arena *h;
+	u64 addr = 0, asz = size;
+	u32 cls;
+
+	arena_subprog_init();
+	if (!size) {
+		arena_stderr("arena_malloc: size 0");
+		return 0;
+	}
+	/* At least a redzone of slack after every object: p[size] is always poisoned. */
+	asz = asan_hook_redzone(size, ~0ull);
+	if (asz > HEAP_MEDIUM_MAX)
+		return malloc_large(size);
+	cls = __heap_class(asz);
+	bpf_preempt_disable();
+	h = heap_enter();
+	if (h) {
+		addr = alloc_fast(h, cls);
+		if (!addr)
+			addr = alloc_slow(h, cls);
+		heap_exit(h);
+	}
+	bpf_preempt_enable();
+	if (!h) {
+		atomic_add(&g->no_heap, 1);
+		WRITE_ONCE(g->want, 1);
+		arena_stderr("arena_malloc: no heap free on CPU %u (run arena_heap_refill)",
+			     bpf_get_smp_processor_id());
+		return 0;
+	}
+	if (!addr)
+		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
+	else
+		asan_hook_alloc(addr, size, class_size(cls));
+	return addr;
+}
+
+/* Why a pointer cannot be freed, or NULL. */
+static __always_inline const char *bad_free(u32 s, struct arena_heap_span __arena *sp,
+					    u64 obj)
+{
+	switch (__heap_free_check(s, sp, obj)) {
+	case HEAP_FREE_OK:
+		return NULL;
+	case HEAP_FREE_NO_SPAN:
+		return "is not in an allocated span";
+	case HEAP_FREE_INTERIOR:
+		return "points into the middle of an object";
+	case HEAP_FREE_NEVER:
+		return "was never allocated";
+	default:
+		return "is already free (double free)";
+	}
+}
+
+static __always_inline int heap_free(void __arena *ptr)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	struct arena_heap __arena *h;
+	u64 obj = (u64)ptr;
+	const char *why;
+	int err = 0;
+	u32 s;
+
+	if (!ptr)
+		return 0;
+	if (!in_heap_window(obj)) {
+		if (arena_buddy_is_ready()) {
+			err = buddy_free_nosleep((struct buddy __arena *)arena_buddy_addr(), ptr);
+			atomic_add(err ? &g->bad_frees : &g->large_frees, 1);
+			return err;
+		}
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx was not allocated by arena_malloc", obj);
+		return -EINVAL;
+	}
+	s = span_of(obj);
+	sp = span_desc(s);
+	why = bad_free(s, sp, obj);
+	if (why) {
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx %s", obj, why);
+		return -EINVAL;
+	}
+	bpf_preempt_disable();
+	h = heap_enter();
+	if (h && sp->owner == h->id + 1)
+		free_local(h, s, sp, obj);
+	else
+		err = free_remote(h, s, sp, obj);
+	if (h)
+		heap_exit(h);
+	bpf_preempt_enable();
+	if (err) {
+		atomic_add(&g->lost_frees, 1);
+		arena_stderr("arena_free: %llx: no heap free on CPU %u and the span's remote "
+			     "list stayed contended: lost", obj, bpf_get_smp_processor_id());
+	}
+	return err;
+}
+
+/*
+ * The sanitizer build checks and poisons the block, then parks it in the quarantine;
+ * the block that leaves the quarantine is freed for real. Double and invalid frees are
+ * reported (and logged). The plain build frees at once.
+ */
+__weak int arena_free_slow(void __arena *ptr __arg_arena)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	struct arena_heap_span __arena *sp;
+	u64 obj = (u64)ptr, slot, b;
+	int kind = 0;
+	u32 s;
+
+	if (!ASAN_ENABLED)
+		return heap_free(ptr);
+	if (!ptr)
+		return 0;
+	if (in_heap_window(obj)) {
+		s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+		sp = span_desc(s);
+		switch (__heap_free_check(s, sp, obj)) {
+		case HEAP_FREE_OK:
+			break;
+		case HEAP_FREE_DOUBLE:
+			kind = ASAN_DOUBLE_FREE;
+			break;
+		default:
+			kind = ASAN_INVALID_FREE;
+		}
+		slot = sp->size;
+	} else {
+		b = arena_buddy_is_ready() ? buddy_block_of(obj) : 0;
+		if (!b || (u32)b != (u32)obj)
+			kind = ASAN_INVALID_FREE;
+		else if (b & ARENA_BLOCK_FREE)
+			kind = ASAN_DOUBLE_FREE;
+		slot = (b & ~ARENA_BLOCK_FREE) >> 32;
+	}
+	if (!kind && asan_hook_freed(obj))
+		kind = ASAN_DOUBLE_FREE;
+	if (kind) {
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx %s", obj, kind == ASAN_DOUBLE_FREE ?
+			     "is already free (double free)" : "was not allocated by arena_malloc");
+		asan_hook_bad_free(obj, kind);
+		return -EINVAL;
+	}
+	asan_hook_free(obj, slot);
+	obj = asan_hook_quarantine(obj, slot);
+	if (obj)
+		heap_free((void __arena *)obj);
+	return 0;
+}
+
+/*
+ * Free every block the sanitizer's quarantine holds back, now: how many. Any program;
+ * 0 in the plain build, which has no quarantine. Each block was checked and poisoned
+ * when arena_free took it.
+ */
+__weak int arena_quarantine_flush(void)
+{
+	u64 addr;
+	int n = 0;
+	u32 i;
+
+	for (i = zero; ASAN_ENABLED && i < ASAN_QUARANTINE_MAX && can_loop; i++) {
+		addr = asan_hook_quarantine_take(i);
+		if (addr && !heap_free((void __arena *)addr))
+			n++;
+	}
+	return n;
+}
+
+__weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
+{
+	u64 __arena *w = ptr;
+	u8 __arena *p = ptr;
+	u64 word = (u8)c, i;
+
+	if (!ptr)
+		return -EINVAL;
+	asan_hook_check((u64)ptr, n, 1);
+	word |= word << 8;
+	word |= word << 16;
+	word |= word << 32;
+	if (((u64)ptr & 7) == 0) {
+		for (i = zero; i < n / 8 && can_loop; i++)
+			w[i] = word;
+		i *= 8;
+	} else {
+		i = 0;
+	}
+	for (; i < n && can_loop; i++)
+		p[i] = c;
+	return i == n ? 0 : -E2BIG;
+}
+
+__weak u64 arena_calloc_addr(u64 n, u64 size)
+{
+	u64 addr, limit;
+
+	if (size) {
+		limit = ~0ull / size;
+		/* Else clang turns the test into a 128-bit multiply BPF does not have. */
+		barrier_var(limit);
+	}
+	if (size && n > limit) {
+		arena_stderr("arena_calloc: %llu x %llu bytes overflows", n, size);
+		return 0;
+	}
+	addr = arena_malloc_addr(n * size);
+	if (addr && arena_memset((void __arena *)addr, 0, n * size)) {
+		arena_free((void __arena *)addr);
+		return 0;
+	}
+	return addr;
+}

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* heap.bpf.c, part 3 of 7: the owner's side: everything here runs with preemption disabled and the heap busy. */
+
+/* ---- owner side: everything below runs with preemption disabled, heap busy ---- */
+
+static __always_inline struct arena_heap __arena *heap_enter(void)
+{
+	struct arena_heap __arena *h;
+	u32 cpu = bpf_get_smp_processor_id(), lvl;
+
+	/* A heap not created yet reads magic 0, mapped or not: no need to load nr_cpus. */
+	if (cpu >= HEAP_MAX_CPUS)
+		return NULL;
+#pragma unroll
+	for (lvl = 0; lvl < HEAP_LEVELS; lvl++) {
+		h = heap_at(cpu * HEAP_LEVELS + lvl);
+		if (READ_ONCE(h->magic) != HEAP_MAGIC)
+			return NULL;
+		if (__heap_try_enter(h)) {
+			if (lvl) {
+				h->used = 1;
+				h->stats.nested++;
+			}
+			return h;
+		}
+	}
+	return NULL;
+}
+
+static __always_inline void heap_exit(struct arena_heap __arena *h)
+{
+	__heap_leave(h);
+}
+
+static __always_inline void link_partial(struct arena_heap __arena *h, u32 s,
+					 struct arena_heap_span __arena *sp)
+{
+	u32 cls = sp->cls % HEAP_NR_CLASSES, head = h->partial[cls];
+
+	sp->prev = 0;
+	sp->next = head;
+	if (head)
+		span_desc(head - 1)->prev = s + 1;
+	h->partial[cls] = s + 1;
+	sp->listed = 1;
+}
+
+static __always_inline void unlink_partial(struct arena_heap __arena *h, u32 s,
+					   struct arena_heap_span __arena *sp)
+{
+	u32 cls = sp->cls % HEAP_NR_CLASSES;
+
+	if (sp->prev)
+		span_desc(sp->prev - 1)->next = sp->next;
+	else if (h->partial[cls] == s + 1)
+		h->partial[cls] = sp->next;
+	if (sp->next)
+		span_desc(sp->next - 1)->prev = sp->prev;
+	sp->next = sp->prev = 0;
+	sp->listed = 0;
+}
+
+/* An entirely free span leaves its class: to the reserve, or beyond it to the kernel. */
+static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
+				   struct arena_heap_span __arena *sp)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 kind = sp->kind & 1, limit, trim;
+
+	if (sp->listed)
+		unlink_partial(h, s, sp);
+	if (h->current[sp->cls % HEAP_NR_CLASSES] == s + 1)
+		h->current[sp->cls % HEAP_NR_CLASSES] = 0;
+	limit = heap_target(h, kind) * g->high_water;
+	/* Owned only while active: the inlined free's owner test stands for the state test. */
+	sp->owner = 0;
+	/* Not trimmed yet: cancel it, the span is whole. Trimmed (or being): the kernel's. */
+	if (READ_ONCE(sp->trim) == HEAP_TRIM_PENDING)
+		cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_CANCELLED);
+	trim = READ_ONCE(sp->trim);
+	if (trim == HEAP_TRIM_BUSY || trim == HEAP_TRIM_DONE)
+		limit = 0;
+	if (reserve_count(h, kind) < limit) {
+		sp->state = HEAP_SPAN_RESERVE;
+		/* Counted first: the count is never below what the list holds. */
+		atomic_add(&h->reserve_nr[kind], 1);
+		if (list_push(&h->reserve[kind], &sp->next, s + 1)) {
+			h->stats.spans_emptied++;
+			return;
+		}
+		atomic_add(&h->reserve_nr[kind], -1);
+	}
+	pool_add(h, s, sp);
+}
+
+/*
+ * Take the span's remote frees into its local list. Returns false when there were none.
+ * The slow path calls it with the local list empty (O(1)); arena_heap_collect may call
+ * it with a local list, and then walks the remote one to its end, bounded by capacity.
+ */
+static __noinline bool collect(struct arena_heap_span __arena *sp, u32 s)
+{
+	u32 head, cnt, tail, next, i;
+	u64 r;
+
+	if (!READ_ONCE(sp->remote))
+		return false;
+	r = xchg(&sp->remote, 0);
+	head = (u32)r;
+	cnt = (r >> 32) & HEAP_REMOTE_COUNT;
+	if (!head)
+		return false;
+	if (sp->local) {
+		tail = head;
+		for (i = zero; i < sp->capacity && can_loop; i++) {
+			next = *(u32 __arena *)(ARENA_USER_BASE + tail);
+			if (!next)
+				break;
+			if (((next - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s)
+				return false;	/* a damaged list: leave both alone */
+			tail = next;
+		}
+		*(u32 __arena *)(ARENA_USER_BASE + tail) = sp->local;
+	}
+	sp->local = head;
+	sp->used = cnt > sp->used ? 0 : sp->used - cnt;
+	return true;
+}
+
+static __always_inline u64 alloc_fast(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_span __arena *sp;
+	u64 obj = __heap_pop(h, cls);
+	u32 s;
+
+	if (obj)
+		return obj;
+	s = h->current[cls];
+	if (s) {
+		sp = span_desc(s - 1);
+		/* A local list that leaves the span is damaged: drop it, go on with the rest. */
+		if (sp->local && ((sp->local - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s - 1)
+			sp->local = 0;
+	}
+	return 0;
+}
+
+/* Full spans some remote free made usable again: back onto their class lists. */
+static __noinline void take_revived(struct arena_heap __arena *h)
+{
+	struct arena_heap_span __arena *sp;
+	u32 cur, next, i;
+
+	if (!READ_ONCE(h->revived))
+		return;
+	cur = (u32)xchg(&h->revived, 0);
+	for (i = zero; cur && i < HEAP_NR_SPANS && can_loop; i++) {
+		sp = span_desc(cur - 1);
+		next = sp->link;
+		if (sp->magic == HEAP_SPAN_MAGIC && sp->owner == h->id + 1 && !sp->listed &&
+		    h->current[sp->cls % HEAP_NR_CLASSES] != cur) {
+			link_partial(h, cur - 1, sp);
+			h->stats.revived++;
+		}
+		cur = next;
+	}
+}
+
+/*
+ * Queue span s (index + 1) for maintenance to trim. A span still queued from an earlier
+ * use (cancelled when it emptied) is only marked again: a stack holds an item once.
+ */
+static __always_inline void trim_request(u32 s, struct arena_heap_span __arena *sp)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+
+	if (cmpxchg(&sp->trim, HEAP_TRIM_CANCELLED, HEAP_TRIM_PENDING) == HEAP_TRIM_CANCELLED)
+		return;
+	sp->trim = HEAP_TRIM_PENDING;
+	if (stack_push(&g->trim, &sp->trim_link, s))
+		WRITE_ONCE(g->want, 1);
+	else
+		sp->trim = HEAP_TRIM_NONE;	/* stays whole */
+}
+
+/*
+ * Pop the heap's own reserve, else take the incoming one whole. Maintenance may take the
+ * own list whole meanwhile: then the compare-and-swap fails and we look further.
+ */
+static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
+{
+	u32 s, cnt;
+	u64 r;
+
+	kind &= 1;
+	s = READ_ONCE(h->reserve[kind]);
+	if (s && cmpxchg(&h->reserve[kind], s, span_desc(s - 1)->next) == s) {
+		atomic_add(&h->reserve_nr[kind], -1);
+		return s;
+	}
+	r = xchg(&h->reserve_in[kind], 0);
+	s = (u32)r;
+	if (!s)
+		return 0;
+	cnt = (r >> 32) & HEAP_REMOTE_COUNT;
+	if (cnt > 1)
+		atomic_add(&h->reserve_nr[kind], cnt - 1);
+	/* Only the owner pushes onto its list, and it was empty: no race to lose. */
+	WRITE_ONCE(h->reserve[kind], span_desc(s - 1)->next);
+	return s;
+}
+
+/* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
+static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 kind = cls >= HEAP_NR_SMALL, s;
+	struct arena_heap_span __arena *sp;
+
+	s = reserve_pop(h, kind);
+	if (!s)
+		s = pool_pop(h, kind);
+	if (!s) {
+		h->stats.shortfalls++;
+		WRITE_ONCE(g->want, 1);
+		return 0;
+	}
+	sp = span_desc(s - 1);
+	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RESERVE || sp->kind != kind) {
+		/* A damaged reserve: drop it rather than hand out what is not ours. */
+		xchg(&h->reserve[kind], 0);
+		h->reserve_nr[kind] = 0;
+		h->stats.shortfalls++;
+		return 0;
+	}
+	if (reserve_count(h, kind) * 2 < heap_target(h, kind))
+		WRITE_ONCE(g->want, 1);
+	/* Whatever a former class left in the shadow: none of it is allocated now. */
+	asan_hook_poison_inline(span_addr(s - 1), HEAP_SPAN_SIZE, ASAN_UNALLOCATED);
+	sp->cls = cls;
+	sp->bump = 0;
+	sp->size = class_size(cls);
+	sp->recip = span_recip(sp->size);
+	sp->capacity = HEAP_KIND_SPAN(kind) / sp->size;
+	sp->bump = sp->local = sp->used = 0;
+	sp->remote = 0;
+	sp->owner = h->id + 1;
+	sp->next = sp->prev = 0;
+	sp->listed = 0;
+	sp->state = HEAP_SPAN_ACTIVE;
+	/* One writer (the owner); maintenance reads it to tell a quiet heap. */
+	WRITE_ONCE(h->stats.spans_taken, h->stats.spans_taken + 1);
+	/* Pages the class leaves unused: maintenance gives them back. */
+	if (kind && class_pages(cls) < MEDIUM_PAGES)
+		trim_request(s, sp);
+	return s;
+}
+
+static __noinline u64 alloc_slow(struct arena_heap __arena *h, u32 cls)
+{
+	struct arena_heap_span __arena *sp;
+	u32 s, i;
+	u64 addr;
+
+	for (i = zero; i < SLOW_ROUNDS && can_loop; i++) {
+		s = h->current[cls];
+		if (s) {
+			sp = span_desc(s - 1);
+			if (collect(sp, s - 1)) {
+				addr = alloc_fast(h, cls);
+				if (addr)
+					return addr;
+			}
+			/* Exhausted: park it as full, unless frees arrived meanwhile. */
+			if (cmpxchg(&sp->remote, 0, HEAP_REMOTE_FULL) != 0)
+				continue;
+			h->current[cls] = 0;
+		}
+		s = h->partial[cls];
+		if (!s) {
+			take_revived(h);
+			s = h->partial[cls];
+		}
+		if (s) {
+			unlink_partial(h, s - 1, span_desc(s - 1));
+		} else {
+			s = take_reserve(h, cls);	/* span + 1, like every list */
+			if (!s)
+				return 0;
+		}
+		h->current[cls] = s;
+		addr = alloc_fast(h, cls);
+		if (addr)
+			return addr;
+	}
+	return 0;
+}
+
+static __always_inline void free_local(struct arena_heap __arena *h, u32 s,
+				       struct arena_heap_span __arena *sp, u64 obj)
+{
+	__heap_push(h, sp, obj, sp->used ? sp->used : 1);
+	if (READ_ONCE(sp->remote) & HEAP_REMOTE_FULL) {
+		/* Parked full: unpark, unless a remote free did and queued it as revived. */
+		if (cmpxchg(&sp->remote, HEAP_REMOTE_FULL, 0) != HEAP_REMOTE_FULL)
+			return;
+		link_partial(h, s, sp);
+	}
+	if (!sp->used && sp->listed)
+		span_retire(h, s, sp);
+}
+
+/*
+ * Push obj onto span s's remote list; revive the span if it was parked full. False only
+ * when the loop budget ran out before a compare-and-swap got through.
+ */
+static __always_inline bool remote_push(u32 s, struct arena_heap_span __arena *sp, u64 obj)
+{
+	struct arena_heap __arena *owner;
+	u64 old, new;
+
+	while (can_loop) {
+		old = READ_ONCE(sp->remote);
+		*(u32 __arena *)obj = (u32)old;
+		new = (obj & 0xffffffffull) | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
+		if (cmpxchg(&sp->remote, old, new) != old)
+			continue;
+		if (old & HEAP_REMOTE_FULL) {
+			owner = heap_at((sp->owner - 1) % HEAP_MAX_HEAPS);
+			if (!stack_push(&owner->revived, &sp->link, s + 1))
+				atomic_add(&arena_heap_global.lost_spans, 1);
+		}
+		return true;
+	}
+	return false;
+}
+
+/* The span a heap-window address belongs to. */
+static __always_inline u32 span_of(u64 obj)
+{
+	return ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
+}
+
+/*
+ * Retry the remote frees parked on h, oldest last. A push that fails again (or the loop
+ * budget running out) leaves it and the rest parked for the next try: nothing is lost.
+ */
+static __noinline void drain_parked(struct arena_heap __arena *h)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 off = h->parked, next, i;
+	u64 obj;
+
+	h->parked = 0;
+	for (i = zero; off && i < HEAP_NR_SPANS * 4096 && can_loop; i++) {
+		obj = ARENA_USER_BASE + off;
+		if (!in_heap_window(obj)) {
+			atomic_add(&g->lost_frees, 1);	/* a damaged list: stop here */
+			return;
+		}
+		next = *(u32 __arena *)obj;
+		if (READ_ONCE(g->fail_remote) || !remote_push(span_of(obj), span_desc(span_of(obj)),
+							   obj)) {
+			*(u32 __arena *)obj = next;
+			break;
+		}
+		h->parked_nr--;
+		off = next;
+	}
+	h->parked = off;
+}
+
+/*
+ * A free into a span of another heap (h: the freeing heap, NULL when the CPU has none
+ * free). Tagged free first, so a second free of a parked object is caught too. When the
+ * push cannot get through, the object waits on h's parked list; only without any heap
+ * can a free be lost, and that is counted.
+ */
+static __always_inline int free_remote(struct arena_heap __arena *h, u32 s,
+				       struct arena_heap_span __arena *sp, u64 obj)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+
+	__heap_tag_free(obj);
+	if (h) {
+		h->stats.remote_frees++;
+		if (h->parked)
+			drain_parked(h);
+	}
+	if (!READ_ONCE(g->fail_remote) && remote_push(s, sp, obj)) {
+		if (!h)		/* every level busy: no heap to count it in */
+			atomic_add(&g->orphan_frees, 1);
+		return 0;
+	}
+	if (!h)
+		return -EAGAIN;
+	*(u32 __arena *)obj = h->parked;
+	h->parked = (u32)obj;
+	h->parked_nr++;
+	h->stats.parked++;
+	return 0;
+}
