@@ -85,7 +85,7 @@ ASAN_FLAGS := -fsanitize=kernel-address -mllvm -asan-instrument-address-spaces=1
 	-mllvm -asan-shadow-addr-space=1 -mllvm -asan-kernel=1 -mllvm -asan-stack=0 \
 	-mllvm -asan-globals=0 -mllvm -asan-constructor-kind=none \
 	-mllvm -asan-destructor-kind=none -mllvm -asan-kernel-mem-intrinsic-prefix=1 \
-	-DLIBARENA_ASAN=1
+	-mllvm -asan-instrumentation-with-call-threshold=-1 -DLIBARENA_ASAN=1
 ASAN_CFLAGS := $(BPF_CFLAGS) $(ASAN_FLAGS)
 
 USER_CFLAGS := -g -O2 -I$(LIBARENA_DIR)/include -I$(LIBBPF_INCLUDE) $(EXTRA_USER_CFLAGS)

@@ -24,8 +24,6 @@
 
 /* ---- block lookup ---- */
 
-#define ARENA_BLOCK_FREE	(1ull << 63)
-
 /*
  * The block an address falls in: its slot size << 32 | the arena offset of its start,
  * ARENA_BLOCK_FREE when the allocator has it free; 0 when no allocator block holds it.
@@ -130,7 +128,7 @@ static __always_inline void asan__poison_inline(u64 addr, u64 size, s8 val)
 /* Bytes to ask the allocator for: size and a redzone after it when that fits in max. */
 static __always_inline u64 asan_hook_redzone(u64 size, u64 max)
 {
-	if (ASAN_ENABLED && size + ASAN_REDZONE_SIZE <= max)
+	if (ASAN_ENABLED && size <= max - ASAN_REDZONE_SIZE)
 		return size + ASAN_REDZONE_SIZE;
 	return size;
 }

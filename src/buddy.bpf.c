@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The buddy allocator. include/libarena/buddy.h states the layout and the invariants.
+ * The buddy allocator. include/libarena/buddy.h states the API, alloc_types.h the layout
+ * and the invariants.
  * Everything under b->lock runs with preemption disabled and calls static functions
  * only (6.12 forbids global calls there); page kfuncs and log lines come after unlock.
  */

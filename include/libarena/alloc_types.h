@@ -5,8 +5,9 @@
  * heaps, the heap's global state, struct buddy, its registry and page-run headers), the
  * encodings of their metadata, and the state machines and counter invariants that
  * their code keeps. Definitions only: the code lives in the allocators' sources, which
- * include this header through their own. The sanitizer (asan.h, src/asan.bpf.c) reads the same map and metadata
- * through src/alloc_internal.h, so no allocator layout is spelled out twice.
+ * include this header through their own. The sanitizer (asan.h, src/asan.bpf.c)
+ * reads the same map and metadata through src/alloc_internal.h, so no allocator
+ * layout is spelled out twice.
  *
  * The arena map (offsets are a pointer's low 32 bits; the arena is 4 GiB):
  *
@@ -86,6 +87,13 @@
 /* Arena offset of the shadow: offset x has its shadow byte at START + x / 8. */
 #define ASAN_SHADOW_START	0xe0000000u
 
+/*
+ * What arena_block_lookup() (src/alloc_internal.h) and buddy_block_of() say of the
+ * block holding an address: its slot size << 32 | the arena offset of its start, with
+ * ARENA_BLOCK_FREE set when the allocator has it free; 0 for no block.
+ */
+#define ARENA_BLOCK_FREE	(1ull << 63)
+
 /* ---- the map's invariants, checked at compile time ---- */
 
 _Static_assert(HEAP_WINDOW_END == BUDDY_WINDOW_START, "buddy chunks right after heap spans");
@@ -131,7 +139,7 @@ struct arena_heap_span {
 	u64 remote;		/* frees from other heaps, see above */
 	u32 local;		/* owner's free list: arena offset of the first object */
 	u32 used;		/* objects out, as the owner counts them */
-	u32 bump;		/* objects carved so far; in the pool: due from (ms clock) */
+	u32 bump;		/* objects carved so far; in the pool: since when (ms clock) */
 	u32 capacity;		/* objects the span holds */
 	u32 size;		/* object size */
 	u8 cls;
@@ -251,8 +259,9 @@ _Static_assert(HEAP_DESC_END - HEAP_DESC_START == HEAP_NR_SPANS * sizeof(struct 
  *     in its span's used: that span cannot retire.
  *   - arena_heap_outstanding() = large_allocs - large_frees + sum over heaps of allocs
  *     (__heap_pop) - frees (__heap_push) - remote_frees (free_remote with a heap, parked
- *     ones too) - orphan_frees (remote frees with every level busy, which no heap
- *     counts) - quarantined = large out + sum over ACTIVE spans of used - R - P.
+ *     ones too) - orphan_frees (remote frees with no heap free on the CPU: every
+ *     level busy, or none made yet; no heap counts them) - quarantined
+ *     = large out + sum over ACTIVE spans of used - R - P.
  *     Exact only while no other CPU allocates or frees.
  *   - lost_frees (no heap to park on and the push failed, or a damaged parked list)
  *     and lost_spans (above) count leaks only; the tests assert both stay 0.
@@ -364,7 +373,7 @@ struct arena_heap_global {
 	u32 pool_waits;			/* owners that waited for such a walk */
 	u32 maintaining;		/* CPU + 1 of the pass under way: the next one waits */
 	u32 maintain_overlaps;		/* passes that waited HEAP_MAINTAIN_WAIT_NS in vain */
-	u64 orphan_frees;		/* remote frees with every level of the CPU busy */
+	u64 orphan_frees;		/* remote frees with no heap free on the CPU */
 };
 
 /* ---- the buddy allocator's metadata: one byte per 16-byte block start ---- */

@@ -51,7 +51,6 @@
 #include <libarena/alloc_types.h>
 #include <libarena/log.h>
 
-
 #define ASAN_REDZONE		((s8)0xfb)
 #define ASAN_FREED		((s8)0xfd)
 #define ASAN_UNALLOCATED	((s8)0xfa)
@@ -142,7 +141,6 @@ u64 asan_state_addr(void);
 
 /* An access of size bytes at addr that the compiler did not check (a copy, a fill). */
 int asan_check_range(u64 addr, u64 size, int write);
-
 
 static __always_inline s8 __arena *asan__shadow(u64 addr)
 {

@@ -361,8 +361,10 @@ struct arena_get_info_args {
 #if defined(__BPF__) && defined(LIBARENA_ASAN)
 #define __noasan __attribute__((no_sanitize("kernel-address")))
 /* Every function from here to ARENA_NOASAN_END: code that owns free blocks' bytes. */
+#define __ARENA_PRAGMA(x)	_Pragma(#x)
 #define ARENA_NOASAN_BEGIN						\
-	_Pragma("clang attribute push(__attribute__((no_sanitize(\"kernel-address\"))), apply_to = function)")
+	__ARENA_PRAGMA(clang attribute push(__attribute__((no_sanitize("kernel-address"))), \
+					    apply_to = function))
 #define ARENA_NOASAN_END	_Pragma("clang attribute pop")
 
 /*

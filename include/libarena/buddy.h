@@ -54,11 +54,8 @@
 #include <libarena/log.h>
 #include <libarena/spinlock.h>
 
-
 #define BUDDY_SPARE_CHUNKS	1
 #define BUDDY_PEAK_PERIOD	4096
-
-
 
 #define ARENA_RESERVE_PAGES_DFL	8	/* arena_alloc_reserve's default (the upstream name) */
 
@@ -66,7 +63,6 @@ struct arena_alloc_reserve_args {
 	u64 nr_pages;		/* in: pages to take, 0 for the default */
 	u64 addr;		/* out: user address of the first page taken */
 };
-
 
 /*
  * Call depth (see ARENA_ALLOC_FRAMES in heap.h): buddy_alloc(), buddy_free() and their
@@ -113,7 +109,7 @@ int arena_buddy_setup(void);		/* sleepable: initialise it if needed; 0 or -errno
 int arena_buddy_is_ready(void);	/* any program: 1 when it is initialised */
 /*
  * The default allocator's block holding addr, for the sanitizer build's arena_free:
- * slot size << 32 | arena offset, ARENA_BLOCK_FREE when free (src/alloc_internal.h), or 0.
+ * slot size << 32 | arena offset, ARENA_BLOCK_FREE when free (alloc_types.h), or 0.
  */
 u64 buddy_block_of(u64 addr);
 

@@ -6,7 +6,7 @@
  * its header too (buddy.h, bitmap.h, asan.h, rbtree.h, ...).
  *
  * The library's own files never include this header: each includes base.h and the
- * headers of what it uses, so the layers stay one-way (see include/libarena/README).
+ * headers of what it uses, so the layers stay one-way (README.md, "Layers").
  */
 #ifndef __LIBARENA_COMMON_H
 #define __LIBARENA_COMMON_H

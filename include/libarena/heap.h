@@ -65,7 +65,6 @@
 #include <libarena/log.h>
 #include <libarena/buddy.h>
 
-
 /* Reserve defaults, in spans per heap and kind (arena_heap_refill_args overrides). */
 #define HEAP_RESERVE_SMALL	4
 #define HEAP_RESERVE_MEDIUM	2
@@ -94,8 +93,6 @@
  */
 #define HEAP_RESERVE_REST	0
 
-
-
 /*
  * Object index = ((offset / 16) * recip) >> HEAP_RECIP_SHIFT, exact while
  * offset / 16 * size / 16 < 2^31 (offsets < 128 KiB and sizes <= 64 KiB: at most 2^25).
@@ -108,7 +105,6 @@ static __always_inline u32 span_recip(u32 size)
 
 	return d ? ((1u << HEAP_RECIP_SHIFT) + d - 1) / d : 0;
 }
-
 
 struct arena_heap_refill_args {
 	u32 nr_cpus;		/* in: CPUs to create heaps for; 0: as before (at least 1) */
@@ -147,8 +143,9 @@ u32 arena_heap_class_size(u32 cls);
  * the program's own frame and global functions included. arena_malloc() and arena_free()
  * use at most ARENA_ALLOC_FRAMES frames and ARENA_ALLOC_STACK bytes of that, their own
  * frame included (the large sizes go down through the buddy allocator; the figures
- * hold for clang 19 and 22 and for the sanitizer build): a caller at frame 8 - ARENA_ALLOC_FRAMES - 1 (the program's own
- * frame is 0) with up to 512 - ARENA_ALLOC_STACK bytes on its chain can call them.
+ * hold for clang 19 and 22 and for the sanitizer build): a caller at frame
+ * 8 - ARENA_ALLOC_FRAMES - 1 (the program's own frame is 0) with up to
+ * 512 - ARENA_ALLOC_STACK bytes on its chain can call them.
  * arena_calloc() takes one frame more. scripts/frame-budget measures the objects against
  * these figures and tests/test_frames.bpf.c calls them at that depth in the VM.
  */
@@ -213,8 +210,9 @@ static __always_inline u32 __heap_span_of(u64 addr)
  * Size classes: 16..128 by 16, four per power of two to 8 KiB, then 10 KiB and whole
  * pages to 64 KiB (so a trimmed span maps exactly what its objects cover). Every class
  * boundary up to 1 KiB is a multiple of 16 and up to 8 KiB a multiple of 128, so two
- * tables (65 entries used of 128) give the class of a small size with one load. arena_heap_class_size
- * states the rule they were generated from; test_heap_classes checks every size.
+ * tables (65 entries used of 128) give the class of a small size with one load.
+ * arena_heap_class_size states the rule they were generated from; test_heap_classes
+ * checks every size.
  */
 static const u8 __heap_class_by_16[128] = {	/* up to 1 KiB, by (size + 15) / 16 */
 	0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 11, 11,

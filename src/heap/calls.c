@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* heap.bpf.c, part 4 of 7: the public calls: arena_malloc_addr, arena_free_slow and the rest. */
+/*
+ * heap.bpf.c, part 4 of 7: the public calls: arena_malloc_addr, arena_free_slow and
+ * the rest.
+ */
 
 /* ---- the public calls ---- */
 

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* heap.bpf.c, part 1 of 7: where things are: span and heap addresses, size classes, the lock-free stacks, the clock. */
+/*
+ * heap.bpf.c, part 1 of 7: where things are: span and heap addresses, size classes,
+ * the lock-free stacks, the clock.
+ */
 
 #define SPAN_TRIES		8	/* slots to try when the kernel has a page there */
 #define SLOW_ROUNDS		4
@@ -7,13 +10,10 @@
 #define MEDIUM_FIRST		(10u << 10)	/* the medium class below 3 pages */
 #define CLOCK_MONOTONIC		1
 
-
-
 struct arena_heap_global __arena_global arena_heap_global;
 
 /* Heaps claimed for creation: only the claimer initialises one. */
 u64 __arena_global arena_heap_created[HEAP_MAX_HEAPS / 64];
-
 
 static __always_inline struct arena_heap_span __arena *span_desc(u32 s)
 {

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* heap.bpf.c, part 6 of 7: maintenance: mapping, trimming and giving back spans (sleepable only). */
+/*
+ * heap.bpf.c, part 6 of 7: maintenance: mapping, trimming and giving back spans
+ * (sleepable only).
+ */
 
 /* ---- maintenance: sleepable only ---- */
 
@@ -237,7 +240,7 @@ static __noinline int trim_spans(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp;
-	u32 s, i, next;
+	u32 s, i, next, t;
 	int n = 0;
 	u64 r;
 
@@ -253,8 +256,14 @@ static __noinline int trim_spans(void)
 		 * stack now. Between the two compare-and-swaps the owner may take the span
 		 * again (CANCELLED to PENDING, which counts on it being queued) or retire
 		 * it (PENDING to CANCELLED): look again, or it would stay off the stack.
+		 * Anything else is damage (the descriptor is arena memory): leave it.
 		 */
 		while (can_loop) {
+			t = READ_ONCE(sp->trim);
+			if (t != HEAP_TRIM_PENDING && t != HEAP_TRIM_CANCELLED) {
+				atomic_add(&g->lost_spans, 1);
+				break;
+			}
 			if (cmpxchg(&sp->trim, HEAP_TRIM_PENDING, HEAP_TRIM_BUSY) ==
 			    HEAP_TRIM_PENDING) {
 				trim_span(s - 1, sp);

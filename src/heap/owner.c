@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* heap.bpf.c, part 3 of 7: the owner's side: everything here runs with preemption disabled and the heap busy. */
+/*
+ * heap.bpf.c, part 3 of 7: the owner's side: everything here runs with preemption
+ * disabled and the heap busy.
+ */
 
 /* ---- owner side: everything below runs with preemption disabled, heap busy ---- */
 
@@ -388,7 +391,7 @@ static __always_inline int free_remote(struct arena_heap __arena *h, u32 s,
 			drain_parked(h);
 	}
 	if (!READ_ONCE(g->fail_remote) && remote_push(s, sp, obj)) {
-		if (!h)		/* every level busy: no heap to count it in */
+		if (!h)		/* no heap free on this CPU to count it in */
 			atomic_add(&g->orphan_frees, 1);
 		return 0;
 	}

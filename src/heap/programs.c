@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* heap.bpf.c, part 7 of 7: the background refill (a bpf_timer and a bpf_wq) and the SEC("syscall") programs. */
+/*
+ * heap.bpf.c, part 7 of 7: the background refill (a bpf_timer and a bpf_wq) and the
+ * SEC("syscall") programs.
+ */
 
 #ifdef __BPF__
 /* Maintenance in the background: a timer polls for requests, a workqueue serves them. */
