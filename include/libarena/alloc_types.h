@@ -130,9 +130,18 @@ _Static_assert(HEAP_MAX_HEAPS * HEAP_HEAP_SIZE % 4096 == 0, "heaps fill whole pa
 #define HEAP_TRIM_BUSY		3	/* maintenance is freeing the unused pages */
 #define HEAP_TRIM_DONE		4	/* only the pages its objects use are mapped */
 
-/* The remote list word: head offset | count << 32 | HEAP_REMOTE_FULL. */
+/*
+ * The heap's list words, each one u64 changed by compare-and-swap or taken whole by
+ * exchange: the first item in the low 32 bits (span index + 1 for the lock-free stacks
+ * of spans: revived, incoming reserve, pool, trim; an object's arena offset for a
+ * span's remote list), the number of items in bits 32..62, and for the remote list
+ * HEAP_REMOTE_FULL in bit 63 while the span is parked full (then the word is just that).
+ */
 #define HEAP_REMOTE_FULL	(1ull << 63)
 #define HEAP_REMOTE_COUNT	0x7fffffffull
+#define HEAP_WORD(first, count)	((u64)(u32)(first) | (u64)(count) << 32)
+#define HEAP_WORD_FIRST(word)	((u32)(word))
+#define HEAP_WORD_COUNT(word)	(((word) >> 32) & HEAP_REMOTE_COUNT)
 
 /* One per span slot, in the descriptor window (64 bytes). */
 struct arena_heap_span {

@@ -107,8 +107,8 @@ static __always_inline bool stack_push_chain(u64 __arena *word, u32 first,
 
 	while (can_loop) {
 		old = READ_ONCE(*word);
-		*last_link = (u32)old;
-		new = (u64)first | ((((old >> 32) & HEAP_REMOTE_COUNT) + n) << 32);
+		*last_link = HEAP_WORD_FIRST(old);
+		new = HEAP_WORD(first, HEAP_WORD_COUNT(old) + n);
 		if (cmpxchg(word, old, new) == old)
 			return true;
 	}
@@ -155,7 +155,7 @@ static __always_inline void due_at(u32 t)
 static __always_inline u32 reserve_count(struct arena_heap __arena *h, u32 kind)
 {
 	u32 n = READ_ONCE(h->reserve_nr[kind & 1]) +
-		((READ_ONCE(h->reserve_in[kind & 1]) >> 32) & HEAP_REMOTE_COUNT);
+		HEAP_WORD_COUNT(READ_ONCE(h->reserve_in[kind & 1]));
 
 	return n > HEAP_NR_SPANS ? HEAP_NR_SPANS : n;
 }

@@ -245,7 +245,7 @@ static __noinline int trim_spans(void)
 	u64 r;
 
 	r = xchg(&g->trim, 0);
-	s = (u32)r;
+	s = HEAP_WORD_FIRST(r);
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
 		sp = span_desc(s - 1);
 		if (sp->magic != HEAP_SPAN_MAGIC)

@@ -109,8 +109,8 @@ static __noinline bool collect(struct arena_heap_span __arena *sp, u32 s)
 	if (!READ_ONCE(sp->remote))
 		return false;
 	r = xchg(&sp->remote, 0);
-	head = (u32)r;
-	cnt = (r >> 32) & HEAP_REMOTE_COUNT;
+	head = HEAP_WORD_FIRST(r);
+	cnt = HEAP_WORD_COUNT(r);
 	if (!head)
 		return false;
 	if (sp->local) {
@@ -202,10 +202,10 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 		return s;
 	}
 	r = xchg(&h->reserve_in[kind], 0);
-	s = (u32)r;
+	s = HEAP_WORD_FIRST(r);
 	if (!s)
 		return 0;
-	cnt = (r >> 32) & HEAP_REMOTE_COUNT;
+	cnt = HEAP_WORD_COUNT(r);
 	if (cnt > 1)
 		atomic_add(&h->reserve_nr[kind], cnt - 1);
 	/* Only the owner pushes onto its list, and it was empty: no race to lose. */
@@ -324,8 +324,8 @@ static __always_inline bool remote_push(u32 s, struct arena_heap_span __arena *s
 
 	while (can_loop) {
 		old = READ_ONCE(sp->remote);
-		*(u32 __arena *)obj = (u32)old;
-		new = (obj & 0xffffffffull) | ((((old >> 32) & HEAP_REMOTE_COUNT) + 1) << 32);
+		*(u32 __arena *)obj = HEAP_WORD_FIRST(old);
+		new = HEAP_WORD(obj, HEAP_WORD_COUNT(old) + 1);
 		if (cmpxchg(&sp->remote, old, new) != old)
 			continue;
 		if (old & HEAP_REMOTE_FULL) {

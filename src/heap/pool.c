@@ -181,8 +181,8 @@ static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 		return 0;
 	pool_hold_count(h0, 1);
 	r = xchg(&g->release, 0);
-	head = (u32)r;
-	n = (r >> 32) & HEAP_REMOTE_COUNT;
+	head = HEAP_WORD_FIRST(r);
+	n = HEAP_WORD_COUNT(r);
 	s = head;
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
 		sp = span_desc(s - 1);
