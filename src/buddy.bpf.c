@@ -187,8 +187,8 @@ static __noinline void coalesce(struct buddy __arena *b)
 			entry = b->lazy[i & BUDDY_META_ORDER];
 			b->lazy[i & BUDDY_META_ORDER] = 0;
 			i++;
-			o = entry & BUDDY_META_ORDER;
-			x = entry & ~(u64)BUDDY_META_ORDER;
+			o = BUDDY_LAZY_ORDER(entry);
+			x = BUDDY_LAZY_BLOCK(entry);
 			if (!x || o >= BUDDY_MAX_ORDER || !valid_free(b, x, o) ||
 			    *meta_of(x ^ ((u64)BUDDY_MIN_SIZE << o)) != (BUDDY_META_FREE | o) ||
 			    list_unlink(b, o, x)) {
@@ -289,7 +289,7 @@ static __always_inline void merge_push(struct buddy __arena *b, u64 chunk, u64 o
 	*meta_of(chunk + off) = BUDDY_META_FREE | o;
 	list_push(b, o, chunk + off);
 	if (lazy) {
-		b->lazy[o & BUDDY_META_ORDER] = (chunk + off) | o;
+		b->lazy[o & BUDDY_META_ORDER] = BUDDY_LAZY(chunk + off, o);
 		b->lazy_mask |= 1u << (o & BUDDY_META_ORDER);
 		b->stats.lazy_frees++;
 	}

@@ -395,6 +395,14 @@ struct arena_heap_global {
 #define BUDDY_META_USED		0x40
 #define BUDDY_META_ORDER	0x0f
 
+/*
+ * A lazy[] entry names the block of its order's pair left apart: the block's user
+ * address (16-byte aligned, so its low bits are free) | its order; 0 for none.
+ */
+#define BUDDY_LAZY(block, order)	((u64)(block) | (order))
+#define BUDDY_LAZY_BLOCK(entry)		((entry) & ~(u64)BUDDY_META_ORDER)
+#define BUDDY_LAZY_ORDER(entry)		((entry) & BUDDY_META_ORDER)
+
 #define BUDDY_MAGIC		0x42756464u
 #define BUDDY_RUN_MAGIC		0x52756e50u
 
