@@ -34,6 +34,10 @@ struct asan_state __arena_global asan_state = {
 
 u64 __arena_global asan_quarantine[ASAN_QUARANTINE_MAX];
 
+/* The latest frees: size << 32 | arena offset of the block, the newest at head - 1. */
+u64 __arena_global asan_freed[ASAN_FREED_SIZES];
+u64 __arena_global asan_freed_head;
+
 /* Shadow pages mapped: one bit per page of the 512 MiB shadow window. */
 #define SHADOW_PAGES	((1u << 29) / 4096)
 u64 __arena_global asan_shadow_mapped[SHADOW_PAGES / 64];
@@ -139,6 +143,20 @@ static __always_inline u64 first_bad(u64 addr, u64 size)
 	return 0;
 }
 
+/* The requested size of the freed block at start, from the latest frees; 0: unknown. */
+static __always_inline u32 freed_size(u64 start)
+{
+	u64 head = READ_ONCE(asan_freed_head), e;
+	u32 k;
+
+	for (k = zero; k < ASAN_FREED_SIZES && k < head && can_loop; k++) {
+		e = READ_ONCE(asan_freed[(head - 1 - k) & (ASAN_FREED_SIZES - 1)]);
+		if ((u32)e == (u32)start)
+			return e >> 32;
+	}
+	return 0;
+}
+
 /* The block (slot start and size) an address falls in: alloc_internal.h reads it. */
 static __always_inline bool block_of(u64 addr, u64 *start, u32 *slot)
 {
@@ -176,6 +194,22 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 		r->block_size = asan__block_size(start, slot);
 		return;
 	}
+	/*
+	 * A poisoned granule (not a freed block's) right after a live block that ends
+	 * where it starts: one past that block's end. A power-of-two buddy block has no
+	 * slack, so its first byte past is often a block never handed out.
+	 */
+	if (r->kind == ASAN_WILD_ACCESS && s != ASAN_FREED && !(addr & (ASAN_GRANULE - 1)) &&
+	    *asan__shadow(addr - 1) == 0 && block_of(addr - 1, &start, &slot) &&
+	    *asan__shadow(start) != ASAN_FREED &&
+	    start + asan__block_size(start, slot) == addr) {
+		r->kind = ASAN_OUT_OF_BOUNDS;
+		r->flags |= ASAN_F_BLOCK;
+		r->block = start;
+		r->slot_size = slot;
+		r->block_size = addr - start;
+		return;
+	}
 	if (!block_of(addr, &start, &slot))
 		return;
 	r->flags |= ASAN_F_BLOCK;
@@ -183,8 +217,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 	r->slot_size = slot;
 	if (*asan__shadow(start) == ASAN_FREED) {
 		r->flags |= ASAN_F_FREED;
-		if (slot > ASAN_FREED_SIZE_OFF + 4)
-			r->block_size = *(u32 __arena *)(start + ASAN_FREED_SIZE_OFF);
+		r->block_size = freed_size(start);
 	} else {
 		r->block_size = asan__block_size(start, slot);
 	}
@@ -284,9 +317,22 @@ __weak int asan_alloc_hook(u64 addr, u64 size, u64 slot)
 	return asan__alloc_hook(addr, size, slot);
 }
 
+/*
+ * A block of slot bytes at addr freed: its requested size noted for later reports, the
+ * block poisoned. Already poisoned as freed: nothing to do (the free check reports).
+ */
 __weak int asan_free_hook(u64 addr, u64 slot)
 {
-	return asan__free_hook(addr, slot);
+	u32 size, i;
+
+	if (!addr || (addr & (ASAN_GRANULE - 1)))
+		return -EINVAL;
+	if (*asan__shadow(addr) == ASAN_FREED)
+		return 0;
+	size = asan__block_size(addr, slot);
+	i = atomic_fetch_add(&asan_freed_head, 1);
+	WRITE_ONCE(asan_freed[i & (ASAN_FREED_SIZES - 1)], (u64)size << 32 | (u32)addr);
+	return asan__poison(addr, slot, ASAN_FREED);
 }
 
 /*

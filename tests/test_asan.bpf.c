@@ -438,6 +438,77 @@ int asan_test_buddy_frees(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/* The latest report's block size and flags, or ~0 when there is none. */
+static __always_inline u64 last_block_size(void)
+{
+	struct asan_state __arena *st = state();
+	u64 n = READ_ONCE(st->nr_reports);
+
+	if (!n)
+		return ~0ull;
+	return st->reports[(n - 1) % ASAN_MAX_REPORTS].block_size;
+}
+
+/*
+ * A use after free that writes over the freed block's first bytes (where a runtime
+ * that keeps the size in the block would keep it): later reports still give the size
+ * the block had.
+ */
+SEC("syscall")
+int asan_test_freed_size_kept(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(40), n;
+	int hits = 0;
+
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(arena_free((void __arena *)p), 0);
+	n = reports();
+	touch(p, 8, 1);
+	hits += caught(n, p, ASAN_USE_AFTER_FREE, 1);
+	n = reports();
+	touch(p + 16, 8, 1);
+	hits += caught(n, p + 16, ASAN_USE_AFTER_FREE, 1);
+	n = reports();
+	touch(p + 24, 8, 0);
+	hits += caught(n, p + 24, ASAN_USE_AFTER_FREE, 0);
+	ARENA_ASSERT_EQ(last_block_size(), 40);
+	ARENA_ASSERT(state()->reports[(reports() - 1) % ASAN_MAX_REPORTS].flags & ASAN_F_FREED);
+	arena_stdout("asan-seeded: caught %d of 3", hits);
+	arena_stdout("asan-expect: 24 bytes into the freed 40-byte block at 0x%llx", p);
+	ARENA_ASSERT_EQ(hits, 3);
+	return 0;
+}
+
+/*
+ * One byte past a power-of-two buddy block: no slack, and the next block was never
+ * handed out. Reported as out of bounds of the block it overran, not as a wild access.
+ */
+SEC("syscall")
+int asan_test_one_past_exact_block(struct arena_test_ctx *ctx)
+{
+	u64 p, n;
+	int hits = 0;
+
+	if (asan_tb.magic)
+		buddy_destroy(&asan_tb);
+	ARENA_ASSERT_EQ(buddy_init(&asan_tb), 0);
+	p = (u64)buddy_alloc(&asan_tb, 64);
+	ARENA_ASSERT(p);
+	n = reports();
+	touch(p + 64, 1, 1);
+	hits += caught(n, p + 64, ASAN_OUT_OF_BOUNDS, 1);
+	ARENA_ASSERT_EQ(last_block_size(), 64);
+	n = reports();
+	touch(p + 64, 4, 0);
+	hits += caught(n, p + 64, ASAN_OUT_OF_BOUNDS, 0);
+	ARENA_ASSERT_EQ(buddy_free(&asan_tb, (void __arena *)p), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&asan_tb), 0);
+	arena_stdout("asan-seeded: caught %d of 2", hits);
+	arena_stdout("asan-expect: out of bounds by 1 byte past the end of the 64-byte block");
+	ARENA_ASSERT_EQ(hits, 2);
+	return 0;
+}
+
 /*
  * Free reads the block's size back from the last word of its slack. An overflow that
  * overwrote that word must not make the freed block's size wrong in later reports.

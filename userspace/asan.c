@@ -81,7 +81,10 @@ int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len)
 	char block[128] = "";
 	int n;
 
-	if (known)
+	if (known && (r->flags & ASAN_F_FREED) && !r->block_size)
+		snprintf(block, sizeof(block), "the freed block at 0x%llx (freed too long ago to "
+			 "know its size)", r->block);
+	else if (known)
 		snprintf(block, sizeof(block), "the %s%u-byte block at 0x%llx",
 			 r->flags & ASAN_F_FREED ? "freed " : "", r->block_size, r->block);
 

@@ -63,6 +63,12 @@
 #define ASAN_QUARANTINE_DEFAULT	256
 #define ASAN_QUARANTINE_LARGE	2	/* of them blocks beyond HEAP_MEDIUM_MAX, apart */
 /*
+ * The sizes of the latest frees, for reports on freed blocks. Kept by the runtime, not
+ * in the block, where a use after free could overwrite it; a block freed longer ago
+ * than this many frees is reported without its size.
+ */
+#define ASAN_FREED_SIZES	1024
+/*
  * The arena's first pages hold the arena globals (libbpf puts them at offset 0) and the
  * pages bpf_arena_alloc_pages(NULL) picks first. Their shadow is mapped (valid) when the
  * sanitizer starts: a checked access whose shadow page is not mapped still passes on
@@ -231,12 +237,9 @@ static __always_inline u32 asan__block_size(u64 start, u32 slot)
 	return asan__valid_bytes(start, slot);
 }
 
-#define ASAN_FREED_SIZE_OFF	16	/* a freed block keeps its requested size here */
-
 /*
- * The allocators' hooks, inline so that they add no call frame (6.12 allows 8): a block
- * of slot bytes at addr handed out for size bytes (valid, the rest redzone); a block
- * freed (its size kept for reports, then poisoned).
+ * The allocation hook, inline so that it adds no call frame (6.12 allows 8): a block of
+ * slot bytes at addr handed out for size bytes (valid, the rest redzone).
  */
 static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
 {
@@ -249,20 +252,6 @@ static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
 	if (slot >= used + ASAN_GRANULE)
 		*(u64 __arena *)(addr + slot - ASAN_GRANULE) = asan__size_word(addr, size);
 	return 0;
-}
-
-static __always_inline int asan__free_hook(u64 addr, u64 slot)
-{
-	u32 size;
-
-	if (!addr || (addr & (ASAN_GRANULE - 1)))
-		return -EINVAL;
-	if (*asan__shadow(addr) == ASAN_FREED)
-		return 0;
-	size = asan__block_size(addr, slot);
-	if (slot >= ASAN_FREED_SIZE_OFF + 8)
-		*(u32 __arena *)(addr + ASAN_FREED_SIZE_OFF) = size;
-	return asan__poison(addr, slot, ASAN_FREED);
 }
 
 /* The shadow byte of an address, read without a check. */
