@@ -127,17 +127,17 @@ __weak int asan_map_low(u64 pages)
 /* The first byte of [addr, addr + size) the shadow forbids, or 0. */
 static __always_inline u64 first_bad(u64 addr, u64 size)
 {
-	u64 g = addr & ~(u64)(ASAN_GRANULE - 1), end = addr + size, bad;
+	u64 g = addr & ~(u64)ASAN_GRANULE_MASK, end = addr + size, bad;
 	s8 s;
 
-	for (; g < end && can_loop; g += ASAN_GRANULE) {
+	for (; g < end && can_loop; g += ASAN_SHADOW_SCALE) {
 		s = *asan__shadow(g);
 		if (!s)
 			continue;
 		bad = s < 0 ? g : g + s;
 		if (bad < addr)
 			bad = addr;
-		if (bad < g + ASAN_GRANULE && bad < end)
+		if (bad < g + ASAN_SHADOW_SCALE && bad < end)
 			return bad;
 	}
 	return 0;
@@ -171,7 +171,7 @@ static __always_inline bool block_of(u64 addr, u64 *start, u32 *slot)
 
 static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 {
-	u64 next = (addr | (ASAN_GRANULE - 1)) + 1, start;
+	u64 next = (addr | ASAN_GRANULE_MASK) + 1, start;
 	s8 s = *asan__shadow(addr), sn = *asan__shadow(next);
 	u32 slot;
 
@@ -199,7 +199,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 	 * where it starts: one past that block's end. A power-of-two buddy block has no
 	 * slack, so its first byte past is often a block never handed out.
 	 */
-	if (r->kind == ASAN_WILD_ACCESS && s != ASAN_FREED && !(addr & (ASAN_GRANULE - 1)) &&
+	if (r->kind == ASAN_WILD_ACCESS && s != ASAN_FREED && !(addr & ASAN_GRANULE_MASK) &&
 	    *asan__shadow(addr - 1) == 0 && block_of(addr - 1, &start, &slot) &&
 	    *asan__shadow(start) != ASAN_FREED &&
 	    start + asan__block_size(start, slot) == addr) {
@@ -325,7 +325,7 @@ __weak int asan_free_hook(u64 addr, u64 slot)
 {
 	u32 size, i;
 
-	if (!addr || (addr & (ASAN_GRANULE - 1)))
+	if (!addr || (addr & ASAN_GRANULE_MASK))
 		return -EINVAL;
 	if (*asan__shadow(addr) == ASAN_FREED)
 		return 0;

@@ -459,7 +459,7 @@ static __noinline int add_chunk(struct buddy __arena *b)
 		if (data && meta) {
 			/* Before the block is on a list: nobody may have it yet. */
 			/* With the granule before it (the heap's window is below slot 0). */
-			asan_hook_map((u64)data - ASAN_GRANULE, BUDDY_CHUNK_SIZE + ASAN_GRANULE,
+			asan_hook_map((u64)data - ASAN_SHADOW_SCALE, BUDDY_CHUNK_SIZE + ASAN_SHADOW_SCALE,
 				      ASAN_UNALLOCATED);
 			asan_hook_poison((u64)data, BUDDY_CHUNK_SIZE, ASAN_UNALLOCATED);
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;

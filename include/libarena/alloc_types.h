@@ -82,8 +82,12 @@
 
 /* ---- the sanitizer's shadow (asan.h) ---- */
 
+/* A shadow byte per granule of ASAN_SHADOW_SCALE bytes (the upstream names). */
 #define ASAN_SHADOW_SHIFT	3
-#define ASAN_GRANULE		(1u << ASAN_SHADOW_SHIFT)
+#define ASAN_SHADOW_SCALE	(1ULL << ASAN_SHADOW_SHIFT)
+#define ASAN_GRANULE_MASK	(ASAN_SHADOW_SCALE - 1)
+/* Where addr lies in its granule, 0 .. 7 (function-like, as upstream's). */
+#define ASAN_GRANULE(addr)	((s8)((u32)(u64)(addr) & ASAN_GRANULE_MASK))
 /* Arena offset of the shadow: offset x has its shadow byte at START + x / 8. */
 #define ASAN_SHADOW_START	0xe0000000u
 

@@ -172,19 +172,19 @@ static __always_inline void asan__fill(u64 sp, u64 n, s8 val)
 
 static __always_inline int asan__poison(u64 a, u64 size, s8 val)
 {
-	if (!a || (a & (ASAN_GRANULE - 1)))
+	if (!a || (a & ASAN_GRANULE_MASK))
 		return -EINVAL;
-	asan__fill((u64)asan__shadow(a), (size + ASAN_GRANULE - 1) >> ASAN_SHADOW_SHIFT, val);
+	asan__fill((u64)asan__shadow(a), (size + ASAN_SHADOW_SCALE - 1) >> ASAN_SHADOW_SHIFT, val);
 	return 0;
 }
 
 static __always_inline int asan__unpoison(u64 a, u64 size)
 {
-	if (!a || (a & (ASAN_GRANULE - 1)))
+	if (!a || (a & ASAN_GRANULE_MASK))
 		return -EINVAL;
 	asan__fill((u64)asan__shadow(a), size >> ASAN_SHADOW_SHIFT, 0);
-	if (size & (ASAN_GRANULE - 1))
-		*asan__shadow(a + (size & ~(u64)(ASAN_GRANULE - 1))) = size & (ASAN_GRANULE - 1);
+	if (size & ASAN_GRANULE_MASK)
+		*asan__shadow(a + (size & ~(u64)ASAN_GRANULE_MASK)) = size & ASAN_GRANULE_MASK;
 	return 0;
 }
 
@@ -194,7 +194,7 @@ static __always_inline u32 asan__valid_bytes(u64 start, u32 slot)
 	u32 n;
 	s8 s;
 
-	for (n = zero; n < slot && can_loop; n += ASAN_GRANULE) {
+	for (n = zero; n < slot && can_loop; n += ASAN_SHADOW_SCALE) {
 		s = *asan__shadow(start + n);
 		if (s < 0)
 			break;
@@ -223,13 +223,13 @@ static __always_inline u32 asan__block_size(u64 start, u32 slot)
 	u32 n;
 	s8 last;
 
-	if (slot >= 3 * ASAN_GRANULE) {
-		t = *(u64 __arena *)(start + slot - ASAN_GRANULE);
+	if (slot >= 3 * ASAN_SHADOW_SCALE) {
+		t = *(u64 __arena *)(start + slot - ASAN_SHADOW_SCALE);
 		n = t;
-		used = ((u64)n + ASAN_GRANULE - 1) & ~(u64)(ASAN_GRANULE - 1);
-		if (t == asan__size_word(start, n) && n && used + ASAN_GRANULE <= slot) {
-			last = *asan__shadow(start + used - ASAN_GRANULE);
-			if (last == (s8)(n & (ASAN_GRANULE - 1)) &&
+		used = ((u64)n + ASAN_SHADOW_SCALE - 1) & ~(u64)ASAN_GRANULE_MASK;
+		if (t == asan__size_word(start, n) && n && used + ASAN_SHADOW_SCALE <= slot) {
+			last = *asan__shadow(start + used - ASAN_SHADOW_SCALE);
+			if (last == (s8)(n & ASAN_GRANULE_MASK) &&
 			    *asan__shadow(start + used) == ASAN_REDZONE)
 				return n;
 		}
@@ -243,14 +243,14 @@ static __always_inline u32 asan__block_size(u64 start, u32 slot)
  */
 static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
 {
-	u64 used = (size + ASAN_GRANULE - 1) & ~(u64)(ASAN_GRANULE - 1);
+	u64 used = (size + ASAN_SHADOW_SCALE - 1) & ~(u64)ASAN_GRANULE_MASK;
 
 	if (asan__unpoison(addr, size))
 		return -EINVAL;
 	if (slot > used)
 		asan__poison(addr + used, slot - used, ASAN_REDZONE);
-	if (slot >= used + ASAN_GRANULE)
-		*(u64 __arena *)(addr + slot - ASAN_GRANULE) = asan__size_word(addr, size);
+	if (slot >= used + ASAN_SHADOW_SCALE)
+		*(u64 __arena *)(addr + slot - ASAN_SHADOW_SCALE) = asan__size_word(addr, size);
 	return 0;
 }
 

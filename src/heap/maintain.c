@@ -63,10 +63,10 @@ static __noinline int span_new(u32 kind)
 		 * And the granule before it, so p[-1] of its first object is caught. Before
 		 * span 0 that is outside the window: only that one granule is poisoned.
 		 */
-		asan_hook_map(span_addr(s) - ASAN_GRANULE, HEAP_SPAN_SIZE + ASAN_GRANULE,
+		asan_hook_map(span_addr(s) - ASAN_SHADOW_SCALE, HEAP_SPAN_SIZE + ASAN_SHADOW_SCALE,
 			      s ? ASAN_UNALLOCATED : 0);
 		if (!s)
-			asan_hook_poison(span_addr(0) - ASAN_GRANULE, ASAN_GRANULE,
+			asan_hook_poison(span_addr(0) - ASAN_SHADOW_SCALE, ASAN_SHADOW_SCALE,
 					 ASAN_UNALLOCATED);
 		asan_hook_poison(span_addr(s), HEAP_SPAN_SIZE, ASAN_UNALLOCATED);
 		return s;
