@@ -85,7 +85,7 @@ ASAN_FLAGS := -fsanitize=kernel-address -mllvm -asan-instrument-address-spaces=1
 	-mllvm -asan-shadow-addr-space=1 -mllvm -asan-kernel=1 -mllvm -asan-stack=0 \
 	-mllvm -asan-globals=0 -mllvm -asan-constructor-kind=none \
 	-mllvm -asan-destructor-kind=none -mllvm -asan-kernel-mem-intrinsic-prefix=1 \
-	-mllvm -asan-instrumentation-with-call-threshold=-1 -DLIBARENA_ASAN=1
+	-mllvm -asan-instrumentation-with-call-threshold=-1 -DLIBARENA_ASAN=1 -DBPF_ARENA_ASAN=1
 ASAN_CFLAGS := $(BPF_CFLAGS) $(ASAN_FLAGS)
 
 USER_CFLAGS := -g -O2 -I$(LIBARENA_DIR)/include -I$(LIBBPF_INCLUDE) $(EXTRA_USER_CFLAGS)
@@ -193,6 +193,14 @@ $(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
+# A program linked with the library: the library first. The 6.12 linker (libbpf 1.5, and
+# later ones too) leaves an extern arena variable of the first object at offset 0 of
+# the merged .addr_space.1 BTF, whatever its real offset; when the object that defines
+# it comes first, the extern is resolved before it is placed. Upstream programs reach
+# the default allocator as `extern struct buddy __arena buddy`.
+LIB_FIRST = %/libarena.bpf.o %/libarena_asan.bpf.o
+LINK_WITH_LIB = $(BPFTOOL) gen object $@ $(filter $(LIB_FIRST),$^) $(filter-out $(LIB_FIRST),$^)
+
 $(LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/obj/%.bpf.o) | $(BPFTOOL)
 	$(Q)$(BPFTOOL) gen object $@ $^
 
@@ -205,7 +213,7 @@ $(OUTPUT)/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
 
 $(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/asan/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))
@@ -213,14 +221,14 @@ $(OUTPUT)/asan/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
 
 $(OUTPUT)/asan/tests/%.bpf.o: $(OUTPUT)/asan/tests/obj/%.bpf.o $(ASAN_LIB_OBJ)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/asan/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/bench/%.bpf.o: $(OUTPUT)/asan/bench/obj/%.bpf.o $(ASAN_LIB_OBJ)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 # Objects the verifier must reject: each shows what a user sees when that happens.
 $(OUTPUT)/tests/load_fail/obj/%.bpf.o: $(LIBARENA_DIR)/tests/load_fail/%.bpf.c $(BPF_DEPS)
@@ -236,14 +244,14 @@ $(OUTPUT)/tests/load_fail/%.bpf.o: $(OUTPUT)/tests/load_fail/obj/%.bpf.o | $(BPF
 # (the rule with the shorter stem wins).
 $(OUTPUT)/tests/load_fail/lib_%.bpf.o: $(OUTPUT)/tests/load_fail/obj/lib_%.bpf.o $(LIB_OBJ) | \
 		$(BPFTOOL)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/bench/%.bpf.o: $(OUTPUT)/bench/obj/%.bpf.o $(LIB_OBJ)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees $(OUTPUT)/bench/bench_hashmap: $(OUTPUT)/bench/%: $(LIBARENA_DIR)/bench/%.c \
 		$(USER_LIB) $(LIBBPF_A)
@@ -262,10 +270,10 @@ $(OUTPUT)/asan/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS
 	$(Q)$(CLANG) $(ASAN_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/examples/%.bpf.o: $(OUTPUT)/asan/examples/obj/%.bpf.o $(ASAN_LIB_OBJ)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/examples/%.bpf.o: $(OUTPUT)/examples/obj/%.bpf.o $(LIB_OBJ)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/examples/%: $(LIBARENA_DIR)/examples/%.c $(USER_LIB) $(LIBBPF_A) $(EXAMPLE_HDRS)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) \

@@ -233,6 +233,7 @@ static __always_inline int record(u64 addr, u64 access, u32 size, u32 how, u64 i
 	u64 n;
 
 	asan_violated = addr;
+	__sync_fetch_and_add(&asan_reported, 1);
 	if (st->report_first && READ_ONCE(st->nr_reports))
 		return 1;
 	n = atomic_fetch_add(&st->nr_reports, 1);
@@ -456,6 +457,7 @@ SEC("syscall")
 __weak int asan_init(struct asan_init_args *args)
 {
 	struct asan_state __arena *st = &asan_state;
+	int err;
 
 	if (!args)
 		return -EINVAL;
@@ -468,7 +470,10 @@ __weak int asan_init(struct asan_init_args *args)
 				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE ? args->quarantine :
 				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE;
 	args->state = (u64)st;
-	return asan_map_low(args->arena_globals_pages);
+	asan_report_once = st->report_first;
+	err = asan_map_low(args->arena_globals_pages);
+	asan_inited = !err;
+	return err;
 }
 
 ARENA_NOASAN_END

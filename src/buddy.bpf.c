@@ -18,14 +18,14 @@ ARENA_NOASAN_BEGIN
 
 struct buddy_registry __arena_global buddy_registry;
 
-/* The default allocator of arena_malloc(), and its one-time initialisation. */
-struct buddy __arena_global arena_buddy;
-u32 __arena_global arena_buddy_state;	/* 0 new, 1 initialising, 2 ready */
-
-struct free_block {
-	u64 next;
-	u64 prev;
-};
+/*
+ * The default allocator: arena_malloc()'s for sizes beyond HEAP_MEDIUM_MAX, and the
+ * global that upstream programs reach as `extern struct buddy __arena buddy;`. It is
+ * ready when its magic says so, whoever initialised it (default_ready(), or a program's
+ * own buddy_init(&buddy)); arena_buddy_state only lets one caller initialise it.
+ */
+struct buddy __arena_global buddy;
+u32 __arena_global arena_buddy_state;	/* 1 while a caller initialises the default */
 
 /* Failures found under the lock, reported after it. */
 enum {
@@ -105,7 +105,7 @@ static __always_inline bool valid_free(struct buddy __arena *b, u64 addr, u32 or
 
 static __always_inline void list_push(struct buddy __arena *b, u32 order, u64 addr)
 {
-	struct free_block __arena *f = (struct free_block __arena *)addr;
+	struct buddy_header __arena *f = (struct buddy_header __arena *)addr;
 	u64 head;
 
 	order &= BUDDY_META_ORDER;
@@ -113,7 +113,7 @@ static __always_inline void list_push(struct buddy __arena *b, u32 order, u64 ad
 	f->next = head;
 	f->prev = 0;
 	if (head)
-		((struct free_block __arena *)head)->prev = addr;
+		((struct buddy_header __arena *)head)->prev = addr;
 	b->free_head[order] = addr;
 }
 
@@ -126,7 +126,7 @@ static __always_inline void list_drop(struct buddy __arena *b, u32 order)
 
 static __noinline int list_unlink(struct buddy __arena *b, u32 order, u64 addr)
 {
-	struct free_block __arena *f = (struct free_block __arena *)addr;
+	struct buddy_header __arena *f = (struct buddy_header __arena *)addr;
 	u64 next = f->next, prev = f->prev;
 
 	order &= BUDDY_META_ORDER;
@@ -136,11 +136,11 @@ static __noinline int list_unlink(struct buddy __arena *b, u32 order, u64 addr)
 		return -EUCLEAN;
 	}
 	if (prev)
-		((struct free_block __arena *)prev)->next = next;
+		((struct buddy_header __arena *)prev)->next = next;
 	else
 		b->free_head[order] = next;
 	if (next)
-		((struct free_block __arena *)next)->prev = prev;
+		((struct buddy_header __arena *)next)->prev = prev;
 	return 0;
 }
 
@@ -169,7 +169,7 @@ static __always_inline u64 list_pop(struct buddy __arena *b, u32 order)
  */
 static __noinline void coalesce(struct buddy __arena *b)
 {
-	u64 x = 0, entry, buddy;
+	u64 x = 0, entry, mate;
 	u32 i = zero, o = 0;
 
 	if (!b->lazy_mask)
@@ -199,10 +199,10 @@ static __noinline void coalesce(struct buddy __arena *b)
 			continue;
 		}
 		/* Chunks are aligned to their size: a buddy differs in one address bit. */
-		buddy = x ^ ((u64)BUDDY_MIN_SIZE << o);
-		if (o < BUDDY_MAX_ORDER && *meta_of(buddy) == (BUDDY_META_FREE | o) &&
-		    !list_unlink(b, o, buddy)) {
-			*meta_of(buddy) = 0;
+		mate = x ^ ((u64)BUDDY_MIN_SIZE << o);
+		if (o < BUDDY_MAX_ORDER && *meta_of(mate) == (BUDDY_META_FREE | o) &&
+		    !list_unlink(b, o, mate)) {
+			*meta_of(mate) = 0;
 			x &= ~((u64)BUDDY_MIN_SIZE << o);
 			o++;
 			continue;
@@ -267,22 +267,22 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u64 size)
 static __always_inline void merge_push(struct buddy __arena *b, u64 chunk, u64 off, u32 o,
 				       bool may_defer)
 {
-	struct free_block __arena *f;
+	struct buddy_header __arena *f;
 	bool lazy = false;
-	u64 buddy;
+	u64 mate;
 
 	while (o < BUDDY_MAX_ORDER && can_loop) {
-		buddy = chunk + (off ^ ((u64)BUDDY_MIN_SIZE << o));
-		if (*meta_of(buddy) != (BUDDY_META_FREE | o))
+		mate = chunk + (off ^ ((u64)BUDDY_MIN_SIZE << o));
+		if (*meta_of(mate) != (BUDDY_META_FREE | o))
 			break;
-		f = (struct free_block __arena *)buddy;
-		if (may_defer && b->free_head[o & BUDDY_META_ORDER] == buddy && !f->next) {
+		f = (struct buddy_header __arena *)mate;
+		if (may_defer && b->free_head[o & BUDDY_META_ORDER] == mate && !f->next) {
 			lazy = true;
 			break;
 		}
-		if (list_unlink(b, o, buddy))
+		if (list_unlink(b, o, mate))
 			break;
-		*meta_of(buddy) = 0;
+		*meta_of(mate) = 0;
 		off &= ~((u64)BUDDY_MIN_SIZE << o);
 		o++;
 	}
@@ -499,13 +499,10 @@ static __always_inline bool buddy_ready(struct buddy __arena *b)
 	return b && b->magic == BUDDY_MAGIC;
 }
 
-__weak int buddy_init(struct buddy __arena *b __arg_arena)
+static __noinline int init_one(struct buddy __arena *b)
 {
 	int i, err;
 
-	arena_subprog_init();
-	if (!b)
-		return -EINVAL;
 	if (b->magic == BUDDY_MAGIC) {
 		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
 		return -EBUSY;
@@ -527,14 +524,31 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 	b->stats.failed_allocs = b->stats.bad_calls = b->stats.lock_timeouts = 0;
 	b->stats.corruptions = b->stats.chunks_peak = 0;
 	b->stats.lazy_frees = b->stats.coalesces = 0;
-	b->magic = BUDDY_MAGIC;
 	err = add_chunk(b);
 	if (err) {
-		b->magic = 0;
 		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
 		return -ENOMEM;
 	}
+	/* Ready with its first chunk: the fields above are written before the magic. */
+	smp_store_release(&b->magic, BUDDY_MAGIC);
 	return 0;
+}
+
+static __always_inline int default_ready(void);
+
+/*
+ * The default allocator (the global buddy) is the library's, initialised on demand:
+ * buddy_init(&buddy) makes it ready if it is not, and is 0 if it is, so that upstream
+ * programs that initialise it themselves work. Any other allocator is initialised once.
+ */
+__weak int buddy_init(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	if (!b)
+		return -EINVAL;
+	if (b == &buddy)
+		return default_ready();
+	return init_one(b);
 }
 
 __weak int buddy_destroy(struct buddy __arena *b __arg_arena)

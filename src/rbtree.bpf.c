@@ -816,7 +816,7 @@ __weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 __weak int rb_print(struct rbtree __arena *t __arg_arena)
 {
 	rbnode_t *n, *p;
-	u32 shown, depth;
+	u32 shown, depth, deep = zero;
 
 	CHECK_TREE("rb_print", t);
 	arena_stdout("rbtree %llx: %llu nodes, %s, %s", (u64)t, t->nr_nodes,
@@ -829,12 +829,17 @@ __weak int rb_print(struct rbtree __arena *t __arg_arena)
 		p = n;
 		for (depth = zero; p->parent && depth < RB_MAX_DEPTH && can_loop; depth++)
 			p = p->parent;
-		arena_stdout("  depth %2u %s key %llu value %llu", depth,
-			     n->is_red ? "red  " : "black", n->key, n->value);
+		if (depth < RB_MAXLVL_PRINT)
+			arena_stdout("  depth %2u %s key %llu value %llu", depth,
+				     n->is_red ? "red  " : "black", n->key, n->value);
+		else
+			deep++;
 		n = (rbnode_t *)step(n, 1);
 	}
 	if ((u64)n == WALK_BROKEN)
 		return BROKEN("rb_print", t);
+	if (deep)
+		arena_stdout("  %u nodes deeper than %u levels not shown", deep, RB_MAXLVL_PRINT);
 	if (n)
 		arena_stdout("  ... %llu more", t->nr_nodes - shown);
 	return 0;

@@ -93,6 +93,39 @@ int test_buddy_init_destroy_many(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/*
+ * The default allocator is upstream's global buddy, ready whoever initialises it:
+ * buddy_init(&buddy) is 0 when it is, and it can be destroyed and made ready again.
+ */
+SEC("syscall")
+int test_buddy_default_global(struct arena_test_ctx *ctx)
+{
+	void __arena *p;
+
+	ARENA_ASSERT_EQ(arena_buddy_addr(), (u64)&buddy);
+	ARENA_ASSERT_EQ(buddy_init(&buddy), 0);
+	ARENA_ASSERT_EQ(arena_buddy_is_ready(), 1);
+	ARENA_ASSERT_EQ(buddy_init(&buddy), 0);
+	p = buddy_alloc(&buddy, 100);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(buddy_free(&buddy, p), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&buddy), 0);
+	ARENA_ASSERT_EQ(arena_buddy_is_ready(), 0);
+	ARENA_ASSERT(!buddy_alloc(&buddy, 100));
+	/* Large arena_malloc()s need it: refused until it is ready again. */
+	ARENA_ASSERT(!arena_malloc(200000));
+	ARENA_ASSERT_EQ(arena_buddy_setup(), 0);
+	ARENA_ASSERT_EQ(arena_buddy_is_ready(), 1);
+	p = arena_malloc(200000);
+	ARENA_ASSERT(p);
+	arena_free(p);
+	/* Any other allocator is initialised once. */
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_init(&tb), -EBUSY);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
 SEC("syscall")
 int test_buddy_every_order(struct arena_test_ctx *ctx)
 {

@@ -407,6 +407,28 @@ struct arena_heap_global {
 #define BUDDY_LAZY_BLOCK(entry)		((entry) & ~(u64)BUDDY_META_ORDER)
 #define BUDDY_LAZY_ORDER(entry)		((entry) & BUDDY_META_ORDER)
 
+/*
+ * Where a free block keeps the allocator's links (upstream's names): the user addresses
+ * of its list neighbours, in its first 16 bytes. Nothing else of a free block is used.
+ */
+struct buddy_header {
+	u64 next;
+	u64 prev;
+};
+#define BUDDY_HEADER_OFF	0
+_Static_assert(BUDDY_HEADER_OFF + sizeof(struct buddy_header) <= BUDDY_MIN_SIZE,
+	       "the links fit in the smallest block");
+
+/* Upstream's names for the geometry above. */
+#define BUDDY_MIN_ALLOC_SHIFT	BUDDY_MIN_SHIFT
+#define BUDDY_MIN_ALLOC_BYTES	BUDDY_MIN_SIZE
+#define BUDDY_CHUNK_NUM_ORDERS	BUDDY_ORDERS
+#define BUDDY_CHUNK_BYTES	BUDDY_CHUNK_SIZE
+#define BUDDY_CHUNK_ITEMS	(BUDDY_CHUNK_SIZE >> BUDDY_MIN_SHIFT)	/* blocks a chunk tracks */
+#define BUDDY_CHUNK_OFFSET_MASK	(BUDDY_CHUNK_SIZE - 1)
+#define BUDDY_VADDR_OFFSET	BUDDY_CHUNK_SIZE	/* chunks are aligned to their size */
+#define BUDDY_VADDR_SIZE	(BUDDY_NR_SLOTS * BUDDY_CHUNK_SIZE)	/* the chunk window */
+
 #define BUDDY_MAGIC		0x42756464u
 #define BUDDY_RUN_MAGIC		0x52756e50u
 

@@ -133,8 +133,13 @@ struct asan_init_args {
 };
 
 #ifdef __BPF__
-/* Set by the runtime on every report: the last bad address (0: no report yet). */
-volatile u64 asan_violated __weak;
+/*
+ * The runtime's state under upstream's names (asan_violated: base.h): reports made since
+ * asan_init, whether asan_init ran, whether only the first report is made.
+ */
+volatile u32 asan_reported __weak;
+volatile bool asan_inited __weak;
+volatile bool asan_report_once __weak;
 
 #ifdef LIBARENA_ASAN
 int asan_poison(void __arena *addr __arg_arena, s8 val, u64 size);
@@ -259,6 +264,17 @@ static __always_inline s8 asan_shadow_of(u64 addr)
 {
 	return *asan__shadow(addr);
 }
+
+/* Upstream's names: where the shadow byte of addr is; whether asan_init has run. */
+static __always_inline s8 __arena *mem_to_shadow(void __arena *addr)
+{
+	return asan__shadow((u64)addr);
+}
+
+static __always_inline bool asan_ready(void)
+{
+	return asan_inited;
+}
 #endif /* LIBARENA_ASAN */
 #endif /* __BPF__ */
 
@@ -267,6 +283,27 @@ static __always_inline s8 asan_shadow_of(u64 addr)
 static __always_inline int asan_check_range(u64 addr, u64 size, int write)
 {
 	return 0;
+}
+
+/* And so do the runtime's calls (as upstream's plain build has them). */
+static __always_inline int asan_poison(void __arena *addr, s8 val, u64 size)
+{
+	return 0;
+}
+
+static __always_inline int asan_unpoison(void __arena *addr, u64 size)
+{
+	return 0;
+}
+
+static __always_inline bool asan_shadow_set(void __arena *addr)
+{
+	return false;
+}
+
+static __always_inline bool asan_ready(void)
+{
+	return true;
 }
 #endif
 

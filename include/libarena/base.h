@@ -32,6 +32,14 @@
 #ifndef __LIBARENA_BASE_H
 #define __LIBARENA_BASE_H
 
+/* The sanitizer build: ours is selected by LIBARENA_ASAN, upstream's by BPF_ARENA_ASAN. */
+#if defined(BPF_ARENA_ASAN) && !defined(LIBARENA_ASAN)
+#define LIBARENA_ASAN
+#endif
+#if defined(LIBARENA_ASAN) && !defined(BPF_ARENA_ASAN)
+#define BPF_ARENA_ASAN
+#endif
+
 /* Number of 4 KiB pages of the arena: 4 GiB, the most one arena can map. */
 #define ARENA_PAGES	(1u << 20)
 
@@ -107,6 +115,9 @@ struct {
  */
 volatile u32 zero __weak;
 
+/* The sanitizer build sets it on every report: the last bad address (0: none yet). */
+volatile u64 asan_violated __weak;
+
 /* may_goto: leave the loop once the verifier-granted budget is spent. */
 #ifdef __BPF_FEATURE_MAY_GOTO
 #define can_loop						\
@@ -128,6 +139,14 @@ volatile u32 zero __weak;
  * verifier does not know which arena its pointers belong to.
  */
 #define arena_subprog_init() asm volatile("" :: "r"(&arena))
+
+/* Upstream's names. clang casts arena pointers itself: the casts are no-ops. */
+#define cast_kern(ptr)
+#define cast_user(ptr)
+/* The arena's user-space base, read from the map: arena_base(&arena). */
+#define arena_base(map)	((void __arena *)((struct bpf_arena *)(map))->user_vm_start)
+/* A global in a data section (and so a map) of its own. */
+#define private(name)	SEC(".data." #name) __hidden __attribute__((aligned(8)))
 
 /* Arena kfuncs available since 6.9; declared here so vmlinux.h need not carry them. */
 void __arena *bpf_arena_alloc_pages(void *map, void __arena *addr, u32 page_cnt,
@@ -158,6 +177,8 @@ typedef long long s64;
 
 #define __arena
 #define __arena_global
+#define cast_kern(ptr)
+#define cast_user(ptr)
 #define __arg_arena
 #ifndef __weak
 #define __weak __attribute__((weak))
@@ -177,6 +198,9 @@ volatile u32 zero __weak;
 #endif
 #ifndef __noinline
 #define __noinline __attribute__((noinline))
+#endif
+#ifndef __maybe_unused
+#define __maybe_unused __attribute__((__unused__))
 #endif
 #ifndef likely
 #define likely(x) __builtin_expect(!!(x), 1)

@@ -46,6 +46,11 @@
 #define BIT_MASK(n)		(1ull << ((n) % BITS_PER_LONG))
 #define BIT_WORD(n)		((n) / BITS_PER_LONG)
 #define BMP_MAX_BITS		(1u << 24)
+/* Upstream's names. */
+#define BITS_PER_BYTE		8
+#define BYTES_TO_BITS(nb)	((nb) * BITS_PER_BYTE)
+#define BITS_PER_LONG_LONG	64
+#define BITS_TO_LONG_LONGS(n)	(((n) + BITS_PER_LONG_LONG - 1) / BITS_PER_LONG_LONG)
 
 struct arena_bitmap {
 	u64 bits[0];

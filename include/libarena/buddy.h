@@ -4,7 +4,8 @@
  * 512 KiB chunks, and page runs for anything larger.
  *
  *   buddy_init(b)            initialise an allocator (struct buddy in arena memory);
- *                            -EBUSY if already initialised, -ENOMEM without a first chunk
+ *                            -EBUSY if already initialised (0 for the default one,
+ *                            &buddy), -ENOMEM without a first chunk
  *   buddy_destroy(b)         give every chunk and page run back to the kernel
  *   buddy_alloc(b, size)     1 byte .. 512 KiB: a block of the next power of two (at
  *                            least 16 bytes, aligned to its size); larger sizes: whole
@@ -16,7 +17,7 @@
  *   buddy_trim(b)            free spare chunks now; returns how many were given back
  *
  * arena_malloc() and friends live in heap.h: the fast allocator serves small and medium
- * sizes and the default buddy allocator (arena_buddy_addr()) the larger ones.
+ * sizes and the default buddy allocator (the global buddy, below) the larger ones.
  *
  * Programs for user space (SEC("syscall")): arena_buddy_reset (destroy, then init the
  * default allocator), arena_buddy_destroy, and arena_alloc_reserve (struct
@@ -103,7 +104,13 @@ int buddy_shrink(struct buddy __arena *b __arg_arena);
 /* Sleepable: give back the spares beyond keep (and forget the peak); how many went. */
 int buddy_trim_keep(struct buddy __arena *b __arg_arena, u32 keep);
 
-/* The default allocator (user address via arena_get_info), behind large arena_malloc()s. */
+/*
+ * The default allocator, behind large arena_malloc()s: a library global under upstream's
+ * name (link the library before the program: README, "Using libarena"), initialised on
+ * demand; buddy_init(&buddy) makes it ready and is 0 when it is. Its user address is in
+ * arena_get_info's answer and arena_buddy_addr().
+ */
+extern struct buddy __arena_global buddy;
 u64 arena_buddy_addr(void);
 int arena_buddy_setup(void);		/* sleepable: initialise it if needed; 0 or -errno */
 int arena_buddy_is_ready(void);	/* any program: 1 when it is initialised */

@@ -13,6 +13,7 @@
 
 #include <libarena/base.h>
 #include <libarena/log.h>
+#include <libarena/spinlock.h>
 #include <libarena/heap.h>
 
 #endif /* __LIBARENA_COMMON_H */

@@ -36,7 +36,7 @@
  *   rb_find(t, key, &value)        the value of key; -ENOENT
  *   rb_least(t, &key, &value)      the least pair; -ENOENT on an empty tree
  *   rb_print(t)                    log the tree, a line per node in key order, depth and
- *                                  colour (the first RB_PRINT_MAX nodes)
+ *                                  colour (the first RB_PRINT_MAX nodes, RB_MAXLVL_PRINT levels)
  *   rb_integrity_check(t)          0, or -EUCLEAN and a log line naming the broken rule
  *                                  and the node: order, links, colours, black heights,
  *                                  node count, depth
@@ -82,7 +82,8 @@
 #define RB_MAX_DEPTH	64		/* deeper is corruption: 2^26 nodes reach 52 */
 #define RB_CHECK_MAX	(1u << 21)	/* nodes rb_integrity_check walks in one call */
 #define RB_DESTROY_MAX	(1u << 21)	/* nodes rb_destroy frees in one call */
-#define RB_PRINT_MAX	128		/* nodes rb_print shows */
+#define RB_PRINT_MAX	128		/* nodes rb_print walks */
+#define RB_MAXLVL_PRINT	16		/* levels rb_print shows (the upstream name) */
 #define RB_MAGIC	0x52427472u	/* "rtBR": a live tree */
 
 enum rbtree_alloc {

@@ -5,30 +5,40 @@
  */
 
 /*
- * The default allocator: initialised by the first caller, exactly once.
- * Helpers are inlined where they can be: a call from a user's program through
- * bmp_alloc() to the deepest helper takes 5 of the verifier's 8 frames.
+ * The default allocator (the global buddy): initialised by the first caller that needs
+ * it, exactly once. Helpers are inlined where they can be: a call from a user's program
+ * through bmp_alloc() to the deepest helper takes 5 of the verifier's 8 frames.
  */
+static __always_inline bool default_is_ready(void)
+{
+	return smp_load_acquire(&buddy.magic) == BUDDY_MAGIC;
+}
+
 static __always_inline int default_ready(void)
 {
 	int i, err;
 
-	if (READ_ONCE(arena_buddy_state) == 2)
+	if (default_is_ready())
 		return 0;
 	if (cmpxchg(&arena_buddy_state, 0, 1) == 0) {
-		err = buddy_init(&arena_buddy);
-		WRITE_ONCE(arena_buddy_state, err ? 0 : 2);
+		/* A program may have called buddy_init(&buddy) itself meanwhile. */
+		err = default_is_ready() ? 0 : init_one(&buddy);
+		smp_store_release(&arena_buddy_state, 0);
 		return err;
 	}
-	for (i = zero; i < LOCK_SPINS && can_loop; i++)
-		if (READ_ONCE(arena_buddy_state) == 2)
+	/* Another caller initialises it: wait for it to end, up to the loop budget. */
+	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
+		if (default_is_ready())
 			return 0;
+		if (!READ_ONCE(arena_buddy_state))
+			return default_is_ready() ? 0 : -ENOMEM;
+	}
 	return -ETIMEDOUT;
 }
 
 __weak u64 arena_buddy_addr(void)
 {
-	return (u64)&arena_buddy;
+	return (u64)&buddy;
 }
 
 /* The default allocator, made ready if it is not (sleepable). */
@@ -41,7 +51,8 @@ __weak int arena_buddy_setup(void)
 /* Whether the default allocator is ready, from any program. */
 __weak int arena_buddy_is_ready(void)
 {
-	return READ_ONCE(arena_buddy_state) == 2;
+	arena_subprog_init();
+	return default_is_ready();
 }
 
 SEC("syscall")
@@ -49,24 +60,18 @@ __weak int arena_buddy_reset(void *ctx)
 {
 	int err;
 
-	if (READ_ONCE(arena_buddy_state) == 2) {
-		err = buddy_destroy(&arena_buddy);
+	if (default_is_ready()) {
+		err = buddy_destroy(&buddy);
 		if (err)
 			return err;
 	}
-	arena_buddy_state = 0;
 	return default_ready();
 }
 
 SEC("syscall")
 __weak int arena_buddy_destroy(void *ctx)
 {
-	int err = 0;
-
-	if (READ_ONCE(arena_buddy_state) == 2)
-		err = buddy_destroy(&arena_buddy);
-	arena_buddy_state = 0;
-	return err;
+	return default_is_ready() ? buddy_destroy(&buddy) : 0;
 }
 
 u64 __arena_global arena_reserved;	/* user address of the reserved pages, 0 if none */
@@ -102,7 +107,7 @@ __weak int arena_alloc_reserve(struct arena_alloc_reserve_args *args)
 __weak u64 buddy_block_of(u64 addr)
 {
 	if (!in_window(addr) ||
-	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)&arena_buddy)
+	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)&buddy)
 		return 0;
 	return arena_block_lookup(arena_base_of(addr), addr);
 }

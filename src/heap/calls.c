@@ -12,6 +12,8 @@ static __always_inline u64 malloc_large(u64 size)
 	u64 addr, asz;
 
 	if (!arena_buddy_is_ready()) {
+		/* The background refill makes it ready (a program may have destroyed it). */
+		WRITE_ONCE(g->want, 1);
 		arena_stderr("arena_malloc: %llu bytes: the large allocator is not ready "
 			     "(run arena_heap_refill)", size);
 		return 0;
