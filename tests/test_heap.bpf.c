@@ -573,6 +573,21 @@ static __noinline __noasan u8 probe_gone_page(u8 __arena *p)
 	return *(volatile u8 __arena *)p;
 }
 
+/*
+ * arena_heap_maintain(), and whether it ran alone. The background workqueue's pass may
+ * be under way, asleep in a page kfunc on this very CPU, where it cannot go on while we
+ * run: our pass then runs beside it (counted in maintain_overlaps), and the spans that
+ * pass holds in transit are neither in the pool nor given back yet.
+ */
+static __always_inline int maintain_alone(bool *alone)
+{
+	u32 overlaps = READ_ONCE(glob()->maintain_overlaps);
+	int err = arena_heap_maintain();
+
+	*alone = READ_ONCE(glob()->maintain_overlaps) == overlaps;
+	return err;
+}
+
 SEC("syscall")
 int test_heap_trim(struct arena_test_ctx *ctx)
 {
@@ -580,6 +595,7 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 	u64 trimmed = g->pages_trimmed, returned = g->spans_returned;
 	struct arena_heap_span __arena *sp;
 	u8 __arena *a, *b, *tail;
+	bool alone;
 	u32 t;
 
 	exact_frees();
@@ -595,7 +611,16 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(arena_test_fill(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
 	ARENA_ASSERT_EQ(arena_test_fill(b, TRIM_SIZE - 100, 2), 0);
 
-	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	ARENA_ASSERT_EQ(maintain_alone(&alone), 0);
+	/* Beside a workqueue pass, that pass may be trimming it still. */
+	if (!alone && READ_ONCE(sp->trim) == HEAP_TRIM_BUSY) {
+		arena_stdout("trim: maintenance ran beside the workqueue's, mid-trim: not checked");
+		ARENA_ASSERT_EQ(arena_test_check(a, TRIM_SIZE - HEAP_SLACK, 1), 0);
+		ARENA_ASSERT_EQ(arena_test_check(b, TRIM_SIZE - 100, 2), 0);
+		ARENA_ASSERT_EQ(arena_free(a), 0);
+		ARENA_ASSERT_EQ(arena_free(b), 0);
+		return 0;
+	}
 	ARENA_ASSERT_EQ(sp->trim, HEAP_TRIM_DONE);
 	/*
 	 * Trimmed already when we got it: by the workqueue just now, or in an earlier use
@@ -615,10 +640,16 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(arena_free(a), 0);
 	ARENA_ASSERT_EQ(arena_free(b), 0);
 	ARENA_ASSERT(arena_heap_collect_cpu() >= 1);
-	ARENA_ASSERT_EQ(sp->state, HEAP_SPAN_RELEASE);
-	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
-	ARENA_ASSERT(g->spans_returned > returned);
-	ARENA_ASSERT(sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE);
+	/* In the pool, or given back already by the workqueue (which clears its magic). */
+	ARENA_ASSERT(sp->state == HEAP_SPAN_RELEASE || sp->magic != HEAP_SPAN_MAGIC);
+	ARENA_ASSERT_EQ(maintain_alone(&alone), 0);
+	/* Beside a workqueue pass, the span may be in that pass's hands still. */
+	if (alone) {
+		ARENA_ASSERT(g->spans_returned > returned);
+		ARENA_ASSERT(sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE);
+	} else {
+		arena_stdout("trim: maintenance ran beside the workqueue's: release not checked");
+	}
 
 	/* Emptied before: cancelled and whole; a 64 KiB object may use every page. */
 	a = arena_malloc(TRIM_SIZE - HEAP_SLACK);
@@ -638,9 +669,9 @@ int test_heap_trim(struct arena_test_ctx *ctx)
 		}
 		ARENA_ASSERT_EQ(arena_free(b), 0);
 	}
-	ARENA_ASSERT_EQ(arena_heap_maintain(), 0);
+	ARENA_ASSERT_EQ(maintain_alone(&alone), 0);
 	/* Off the trim stack now: whole and unqueued (or given back, which clears it). */
-	if (t == HEAP_TRIM_CANCELLED)
+	if (t == HEAP_TRIM_CANCELLED && alone)
 		ARENA_ASSERT_EQ(sp->trim, HEAP_TRIM_NONE);
 	arena_stdout("trim: %llu pages trimmed in all, %llu during this test",
 		     g->pages_trimmed, g->pages_trimmed - trimmed);
