@@ -96,7 +96,8 @@ __weak int test_upstream_rbtree(void)
 {
 	struct rbtree __arena *rb;
 	u64 key, value;
-	int ret = 0, i;
+	int ret = 0;
+	u32 i;
 
 	rb = rb_create(RB_ALLOC, RB_DEFAULT);
 	if (!rb)
