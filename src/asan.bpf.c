@@ -451,7 +451,7 @@ __asan_hidden int __asan_memcpy(void *dst, const void *src, u64 n)
 	return 0;
 }
 
-/* Options, and where the state lives. User space runs it once (libarena_asan_init). */
+/* Options, and where the state lives. User space runs it once (libarena_asan_start). */
 SEC("syscall")
 __weak int asan_init(struct asan_init_args *args)
 {

@@ -178,7 +178,7 @@ static int run_one(struct bpf_program *prog, int thread, int nr_threads, int *re
 	int err;
 
 	init_ctx(&ctx, thread, nr_threads);
-	err = libarena_run_prog(prog, &ctx, sizeof(ctx), retval);
+	err = libarena_prog_run(prog, &ctx, sizeof(ctx), retval);
 	if (err) {
 		snprintf(why, whylen, "%s: test run failed: %s", bpf_program__name(prog),
 			 strerror(-err));
@@ -331,7 +331,7 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 		struct arena_test_ctx ctx;
 
 		init_ctx(&ctx, 0, n);
-		if (libarena_run_prog(p, &ctx, sizeof(ctx), &ret) || ret < 0) {
+		if (libarena_prog_run(p, &ctx, sizeof(ctx), &ret) || ret < 0) {
 			snprintf(why, sizeof(why), "__enabled failed (%d)", ret);
 			res = -1;
 			goto out;
@@ -470,7 +470,7 @@ static void run_object(const char *path)
 	struct asan_state *st = NULL;
 
 	if (opt.asan && bpf_object__find_program_by_name(o, "asan_init")) {
-		st = libarena_asan_init(o, NULL);
+		st = libarena_asan_start(o, NULL);
 		if (!st) {
 			snprintf(why, sizeof(why), "asan_init: %s", strerror(errno));
 			report(obj, "asan_init", -1, why, 0);

@@ -14,18 +14,7 @@
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 
-/* Pages the object's arena globals take (libbpf puts them at the arena's start). */
-static __u64 arena_globals_pages(struct bpf_object *obj)
-{
-	struct bpf_map *map = bpf_object__find_map_by_name(obj, "arena");
-	size_t size = 0;
-
-	if (!map || !bpf_map__initial_value(map, &size))
-		return 0;
-	return (size + 4095) / 4096;
-}
-
-struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_args *args)
+struct asan_state *libarena_asan_start(struct bpf_object *obj, struct asan_init_args *args)
 {
 	struct asan_init_args defaults = {};
 	struct bpf_program *prog;
@@ -39,9 +28,15 @@ struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_a
 	}
 	if (!args)
 		args = &defaults;
-	if (!args->arena_globals_pages)
-		args->arena_globals_pages = arena_globals_pages(obj);
-	err = libarena_run_prog(prog, args, sizeof(*args), &ret);
+	if (!args->arena_globals_pages) {
+		err = libarena_get_globals_pages(bpf_program__fd(prog), 0,
+						 &args->arena_globals_pages);
+		if (err) {
+			errno = -err;
+			return NULL;
+		}
+	}
+	err = libarena_prog_run(prog, args, sizeof(*args), &ret);
 	if (!err)
 		err = ret;
 	if (err || !args->state) {
@@ -54,6 +49,23 @@ struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_a
 		return NULL;
 	}
 	return st;
+}
+
+int libarena_asan_init(int arena_asan_init_fd, int asan_init_fd, size_t arena_all_pages)
+{
+	/*
+	 * All of our struct, zeroed (the defaults): 6.12 refuses a context smaller than
+	 * what the program reads, and ours reads more than upstream's two fields.
+	 */
+	struct asan_init_args args = { .arena_all_pages = arena_all_pages };
+	u64 pages;
+	int ret;
+
+	ret = libarena_get_globals_pages(arena_asan_init_fd, arena_all_pages, &pages);
+	if (ret)
+		return ret;
+	args.arena_globals_pages = pages;
+	return libarena_run_prog_args(asan_init_fd, &args, sizeof(args));
 }
 
 static const char *kind_name(int kind)

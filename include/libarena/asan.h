@@ -28,7 +28,7 @@
  * free of a pointer no allocator handed out are reported as such.
  *
  *   asan_init                SEC("syscall"), struct asan_init_args: options; user space
- *                            runs it once (libarena_asan_init())
+ *                            runs it once (libarena_asan_start())
  *   asan_poison(p, code, n)  mark n bytes from p (8-byte aligned) with a poison code
  *   asan_unpoison(p, n)      make n bytes from p (8-byte aligned) valid, the rest of the
  *                            last granule poisoned
@@ -125,7 +125,7 @@ struct asan_state {
 
 struct asan_init_args {
 	u64 arena_all_pages;	/* in: ignored (the upstream API's; shadow is mapped lazily) */
-	u64 arena_globals_pages;	/* in: pages of arena globals (libarena_asan_init
+	u64 arena_globals_pages;	/* in: pages of arena globals (libarena_asan_start
 					 * fills it in); at least ASAN_LOW_PAGES are covered */
 	u32 report_first;	/* in: make only the first report */
 	u32 quarantine;		/* in: blocks held before reuse; 0: default; ~0u: none */
