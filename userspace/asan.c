@@ -239,6 +239,29 @@ int libarena_asan_where(struct bpf_object *obj, u64 ip, char *buf, size_t len)
 	return -ENOENT;
 }
 
+/*
+ * The lines the upstream libarena's sanitizer prints (its report, then the kernel's
+ * stack dump header and trace), so that tests written for it find what their __stderr()
+ * expectations name. A bad free is no access: it gets the task and where, without a
+ * "Memory violation" line.
+ */
+static void print_upstream(const struct asan_report *r, const char *where, FILE *out)
+{
+	char comm[sizeof(r->comm) + 1];
+
+	if (r->kind != ASAN_DOUBLE_FREE && r->kind != ASAN_INVALID_FREE)
+		fprintf(out, "Memory violation for address 0x%llx for %s of size %u\n",
+			(unsigned long long)r->access, r->flags & ASAN_F_WRITE ? "write" : "read",
+			r->size);
+	memcpy(comm, r->comm, sizeof(r->comm));
+	comm[sizeof(r->comm)] = 0;
+	if (r->flags & ASAN_F_TASK)
+		fprintf(out, "CPU: %u UID: %u PID: %u Comm: %s\n", r->cpu, r->uid, r->pid, comm);
+	else
+		fprintf(out, "CPU: %u UID: ? PID: %u Comm: ?\n", r->cpu, r->pid);
+	fprintf(out, "Call trace:\n\t%s\n", where);
+}
+
 int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out)
 {
 	u64 made, from, seq;
@@ -270,6 +293,7 @@ int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out
 			snprintf(where, sizeof(where), r.ip ? "0x%llx (in no program of this object)" :
 				 "an unknown place", r.ip);
 		fprintf(out, "asan:   by %s on CPU %u\n", where, r.cpu);
+		print_upstream(&r, where, out);
 		printed++;
 	}
 	st->printed = made;

@@ -91,6 +91,7 @@ enum asan_kind {
 #define ASAN_F_BEFORE		2	/* the address lies before the block's start */
 #define ASAN_F_FREED		4	/* the block is free */
 #define ASAN_F_BLOCK		8	/* block, block_size, slot_size are known */
+#define ASAN_F_TASK		16	/* uid and comm are known */
 
 struct asan_report {
 	u64 seq;		/* 1 + its number since asan_init; 0 while being written */
@@ -106,6 +107,13 @@ struct asan_report {
 	s8 shadow;		/* shadow byte of addr */
 	u8 pad[5];
 	u64 access;		/* the access's first byte (addr may be past it) */
+	/*
+	 * The task the program ran in (whatever was interrupted, for a program run from
+	 * an interrupt), as the kernel's reports name it: thread id, real uid, comm.
+	 */
+	u32 pid;
+	u32 uid;
+	char comm[16];
 };
 
 struct asan_state {

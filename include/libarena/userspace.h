@@ -162,8 +162,16 @@ int libarena_asan_init(int arena_asan_init_fd, int asan_init_fd, size_t arena_al
 /*
  * Print the reports made since the last call, each as a line naming the kind, the
  * access, the address and its block, then a line naming the program, the function and
- * the source line (from the loaded programs' jited line info). Returns how many were
- * printed (reports beyond the ASAN_MAX_REPORTS kept are counted in a line of their own).
+ * the source line (from the loaded programs' jited line info), then the lines the
+ * upstream sanitizer prints, for tests that expect them:
+ *
+ *   Memory violation for address 0x<hex> for <read|write> of size <n>   (not for frees)
+ *   CPU: <cpu> UID: <uid> PID: <thread id> Comm: <comm>
+ *   Call trace:
+ *   <tab>PROG:FUNC+0xOFF (FILE:LINE)
+ *
+ * Returns how many were printed (reports beyond the ASAN_MAX_REPORTS kept are counted
+ * in a line of their own).
  */
 int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out);
 
