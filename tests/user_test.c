@@ -586,7 +586,8 @@ static int test_upstream_calls(void)
 	CHECK(info_fd >= 0 && lines_fd >= 0 && arena, "");
 	CHECK(libarena_is_test_prog("test_x") && !libarena_is_test_prog("tests") &&
 	      !libarena_is_test_prog("asan_test_x") && !libarena_is_test_prog(NULL), "");
-	CHECK(libarena_is_asan_test_prog("asan_test_x") && libarena_is_asan_test_prog("asan_test") &&
+	CHECK(libarena_is_asan_test_prog("asan_test_x") &&
+	      libarena_is_asan_test_prog("asan_test") &&
 	      !libarena_is_asan_test_prog("test_asan"), "");
 	CHECK(libarena_is_parallel_test_prog("parallel_test_x__0") &&
 	      !libarena_is_parallel_test_prog("parallel_tes"), "");

@@ -16,6 +16,7 @@
  *   libarena_heap_stats_print(g, out)    and printed
  *   libarena_asan_start(obj, args)       sanitizer build: options, the report state
  *   libarena_asan_print(obj, st, out)    print the sanitizer's new reports
+ *   libarena_stderr_match(msgs, n, text) match __stderr() expectations against output
  *
  * and the calls of the upstream libarena's harness (tools/testing/selftests/bpf/libarena
  * in 7.x trees), same names, arguments and results, on program fds:
@@ -174,6 +175,15 @@ int libarena_asan_init(int arena_asan_init_fd, int asan_init_fd, size_t arena_al
  * in a line of their own).
  */
 int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out);
+
+/*
+ * Match expected stderr messages (the __stderr() tags of a test, in source order)
+ * against what the test wrote to stderr. Each message is literal text except for
+ * {{...}} parts, which are POSIX extended regular expressions; message k must match
+ * after the end of message k-1's match. Returns 0 when all match, k (1-based) when
+ * message k did not, -EINVAL when a message is not a valid pattern (*bad = its index).
+ */
+int libarena_stderr_match(const char *const *msgs, int n, const char *text, int *bad);
 
 /* Format one report's first line into buf (what libarena_asan_print prints first). */
 int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len);
