@@ -98,7 +98,7 @@ static void *thread_fn(void *p)
 	 * thread that shares a CPU with a running program waits until it is done.
 	 */
 	t->t0 = now();
-	t->err = libarena_run_prog(t->prog, &t->a, sizeof(t->a), &ret);
+	t->err = libarena_prog_run(t->prog, &t->a, sizeof(t->a), &ret);
 	t->t1 = now();
 	if (!t->err)
 		t->err = ret;
@@ -146,7 +146,7 @@ static int run_simple(const char *name, struct bench_args *a)
 {
 	int ret, err;
 
-	err = libarena_run_prog(bpf_object__find_program_by_name(obj, name), a, sizeof(*a), &ret);
+	err = libarena_prog_run(bpf_object__find_program_by_name(obj, name), a, sizeof(*a), &ret);
 	return err ? err : ret;
 }
 
@@ -347,7 +347,7 @@ static int run_args(const char *name, void *args, size_t size)
 {
 	int ret, err;
 
-	err = libarena_run_prog(bpf_object__find_program_by_name(obj, name), args, size, &ret);
+	err = libarena_prog_run(bpf_object__find_program_by_name(obj, name), args, size, &ret);
 	return err ? err : ret;
 }
 

@@ -52,7 +52,7 @@ static void *thread_fn(void *p)
 	CPU_SET(t->a.thread, &set);
 	sched_setaffinity(0, sizeof(set), &set);
 	pthread_barrier_wait(&start);
-	t->err = libarena_run_prog(op_prog, &t->a, sizeof(t->a), &ret);
+	t->err = libarena_prog_run(op_prog, &t->a, sizeof(t->a), &ret);
 	if (!t->err)
 		t->err = ret;
 	return NULL;
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 	setup = bpf_object__find_program_by_name(obj, "hm_setup");
 	op_prog = bpf_object__find_program_by_name(obj, "hm_op");
 	if (!setup || !op_prog || libarena_heap_refill(obj, NULL) ||
-	    libarena_run_prog(setup, &a, sizeof(a), &ret) || ret) {
+	    libarena_prog_run(setup, &a, sizeof(a), &ret) || ret) {
 		fprintf(stderr, "bench_hashmap: setup failed (%d)\n", ret);
 		libarena_log_print(libarena_log(obj), stdout, stderr);
 		return 1;

@@ -38,7 +38,7 @@ static int run(u32 kind, u32 op, u32 keys, struct tree_args *a)
 	a->kind = kind;
 	a->op = op;
 	a->keys = keys;
-	err = libarena_run_prog(prog, a, sizeof(*a), &ret);
+	err = libarena_prog_run(prog, a, sizeof(*a), &ret);
 	if (err || ret) {
 		fprintf(stderr, "bench_trees: %s %s at %u keys: %d %d\n", kind_names[kind],
 			op_names[op], keys, err, ret);

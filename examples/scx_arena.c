@@ -282,7 +282,7 @@ static int run_prog(struct sched *s, const char *name, void *arg, size_t size)
 
 	if (!prog)
 		return -ENOENT;
-	err = libarena_run_prog(prog, arg, size, &ret);
+	err = libarena_prog_run(prog, arg, size, &ret);
 	return err ?: ret;
 }
 
@@ -310,7 +310,7 @@ static int sched_load(struct sched *s, const char *path)
 	s->log = libarena_log(s->obj);
 	if (!s->log)
 		return -errno;
-	s->asan = libarena_asan_init(s->obj, NULL);
+	s->asan = libarena_asan_start(s->obj, NULL);
 	if (!s->asan && errno != ENOENT)
 		return -errno;
 	err = libarena_heap_refill(s->obj, NULL);

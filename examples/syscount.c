@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "syscount: cannot load %s\n", argv[1]);
 		return 1;
 	}
-	err = libarena_run_prog(bpf_object__find_program_by_name(obj, "syscount_setup"),
+	err = libarena_prog_run(bpf_object__find_program_by_name(obj, "syscount_setup"),
 				&setup, sizeof(setup), &ret);
 	if (err || ret) {
 		fprintf(stderr, "syscount: setup failed: %d %d\n", err, ret);

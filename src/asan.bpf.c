@@ -225,6 +225,41 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 		r->kind = ASAN_WILD_ACCESS;
 }
 
+/*
+ * The task a report names: its thread id, real uid and comm, as the kernel's reports
+ * do. The runtime is linked into programs of every type, and 6.12 gives
+ * bpf_get_current_uid_gid() and bpf_get_current_comm() only to some (tracing, cgroup,
+ * a few networking types): a call to either makes the verifier reject a struct_ops or
+ * tc program. bpf_get_current_pid_tgid() is in bpf_base_func_proto for every type, and
+ * bpf_get_current_task() with bpf_probe_read_kernel() in its CAP_PERFMON part, which
+ * return_ip() needs already. One u64 on the stack: the runtime runs deep in the
+ * caller's frames. A read that fails leaves uid 0 and comm empty, without ASAN_F_TASK.
+ */
+static __always_inline void record_task(struct asan_report __arena *r)
+{
+	struct task_struct *t;
+	u64 w;
+
+	r->pid = (u32)bpf_get_current_pid_tgid();
+	r->uid = 0;
+	*(u64 __arena *)&r->comm[0] = 0;
+	*(u64 __arena *)&r->comm[8] = 0;
+	t = (struct task_struct *)bpf_get_current_task();
+	if (!t || bpf_probe_read_kernel(&w, sizeof(w), &t->cred))
+		return;
+	w = (u64)&((const struct cred *)w)->uid.val;
+	if (bpf_probe_read_kernel(&w, sizeof(u32), (void *)w))
+		return;
+	r->uid = (u32)w;	/* the half the read wrote (little-endian) */
+	if (bpf_probe_read_kernel(&w, sizeof(w), &t->comm[0]))
+		return;
+	*(u64 __arena *)&r->comm[0] = w;
+	if (bpf_probe_read_kernel(&w, sizeof(w), &t->comm[8]))
+		return;
+	*(u64 __arena *)&r->comm[8] = w;
+	r->flags |= ASAN_F_TASK;
+}
+
 /* Record a report. how: ASAN_F_* | kind << 8 (0: from the shadow); ip: where. */
 static __always_inline int record(u64 addr, u64 access, u32 size, u32 how, u64 ip)
 {
@@ -248,6 +283,7 @@ static __always_inline int record(u64 addr, u64 access, u32 size, u32 how, u64 i
 	r->block = 0;
 	r->block_size = r->slot_size = 0;
 	r->cpu = bpf_get_smp_processor_id();
+	record_task(r);
 	describe(r, addr);
 	smp_store_release(&r->seq, n + 1);
 	return 1;
@@ -452,7 +488,7 @@ __asan_hidden int __asan_memcpy(void *dst, const void *src, u64 n)
 	return 0;
 }
 
-/* Options, and where the state lives. User space runs it once (libarena_asan_init). */
+/* Options, and where the state lives. User space runs it once (libarena_asan_start). */
 SEC("syscall")
 __weak int asan_init(struct asan_init_args *args)
 {

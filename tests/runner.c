@@ -3,13 +3,15 @@
  * The libarena test runner: loads linked BPF objects through the real verifier and runs
  * the tests they hold (naming conventions in include/libarena/test.h).
  *
- *   runner [-v] [-a] [-f PATTERN]... [-x TEXT] OBJECT...
+ *   runner [-v] [-a] [-u] [-f PATTERN]... [-x TEXT] OBJECT...
  *
  *   -f PATTERN  run only tests whose name (or object:name) matches the glob; repeatable;
  *               also taken from $LIBARENA_TEST_FILTER (comma separated)
  *   -a          the objects are the sanitizer build: run asan_test_* too, print every
  *               sanitizer report into the test's log, fail a test_* that made one and
  *               an asan_test_* whose reports lack what it expects (asan-expect: lines)
+ *   -u          run arena_buddy_reset before tests as upstream's harness does, in every
+ *               object (without -u: in objects written for that harness, see test.h)
  *   -x TEXT     the objects must FAIL to load, with TEXT in the verifier log
  *   -v          show every test's log lines, not only a failing test's
  *   -s SEED     seed handed to the tests (default: time)
@@ -29,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 #include <libarena/test.h>
@@ -37,7 +40,7 @@
 #define MAX_THREADS	64
 
 static struct {
-	bool verbose, asan;
+	bool verbose, asan, upstream;
 	const char *expect_fail;
 	const char *filters[MAX_FILTERS];
 	int nr_filters;
@@ -104,24 +107,69 @@ static bool has_prefix(const char *s, const char *p)
 	return !strncmp(s, p, strlen(p));
 }
 
-/* The log lines a test wrote, kept until we know whether it passed. */
+/*
+ * The log lines a test wrote, kept until we know whether it passed; and a copy of its
+ * stderr (stderr lines and sanitizer reports) for its __stderr expectations.
+ */
 struct test_log {
-	char *buf;
-	size_t len;
-	FILE *f;
+	char *buf, *ebuf;
+	size_t len, elen;
+	FILE *f, *ef;
 };
 
 static void log_begin(struct test_log *tl)
 {
-	tl->buf = NULL;
+	tl->buf = tl->ebuf = NULL;
 	tl->f = open_memstream(&tl->buf, &tl->len);
+	tl->ef = open_memstream(&tl->ebuf, &tl->elen);
+}
+
+static int log_line(const struct libarena_log_line *l, void *p)
+{
+	struct test_log *tl = p;
+
+	fprintf(tl->f, "%s\n", l->text);
+	if (l->stream == ARENA_LOG_STDERR)
+		fprintf(tl->ef, "%s\n", l->text);
+	return 0;
+}
+
+/* Move the ring's lines into the test's log. */
+static void log_drain(struct test_log *tl, struct arena_log *ring)
+{
+	unsigned long long dropped = 0, d;
+	int n, rounds = 0;
+
+	if (!ring)
+		return;
+	do {
+		d = 0;
+		n = libarena_log_drain(ring, log_line, tl, &d);
+		dropped += d;
+	} while (n > 0 && ++rounds < 1000);
+	if (n == -EUCLEAN)
+		fprintf(tl->f, "libarena: the log ring is corrupted\n");
+	if (dropped)
+		fprintf(tl->f, "libarena: %llu log lines dropped\n", dropped);
+	fflush(tl->f);
+	fflush(tl->ef);
+}
+
+/* Text to both the log and the stderr copy (sanitizer reports). */
+static void log_err_text(struct test_log *tl, const char *text)
+{
+	fputs(text, tl->f);
+	fputs(text, tl->ef);
+	fflush(tl->f);
+	fflush(tl->ef);
 }
 
 static void log_end(struct test_log *tl, struct arena_log *ring, bool show)
 {
-	if (ring)
-		libarena_log_print(ring, tl->f, tl->f);
+	log_drain(tl, ring);
 	fclose(tl->f);
+	fclose(tl->ef);
+	free(tl->ebuf);
 	if (show && tl->len) {
 		enum { MAX_LINES = 60 };
 		char *line, *save = NULL;
@@ -178,7 +226,7 @@ static int run_one(struct bpf_program *prog, int thread, int nr_threads, int *re
 	int err;
 
 	init_ctx(&ctx, thread, nr_threads);
-	err = libarena_run_prog(prog, &ctx, sizeof(ctx), retval);
+	err = libarena_prog_run(prog, &ctx, sizeof(ctx), retval);
 	if (err) {
 		snprintf(why, whylen, "%s: test run failed: %s", bpf_program__name(prog),
 			 strerror(-err));
@@ -199,7 +247,7 @@ static int run_one(struct bpf_program *prog, int thread, int nr_threads, int *re
  * also log "asan-seeded: caught N of M", which the runner adds up.
  */
 static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_log *tl,
-		      bool asan_test, char *why, size_t whylen)
+		      bool asan_test, bool tagged, char *why, size_t whylen)
 {
 	char *reports = NULL, *line, *save = NULL, *copy;
 	size_t len = 0;
@@ -208,8 +256,7 @@ static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_l
 
 	n = libarena_asan_print(o, st, f);
 	fclose(f);
-	fputs(reports ? reports : "", tl->f);
-	fflush(tl->f);
+	log_err_text(tl, reports ? reports : "");
 	copy = strdup(tl->buf ? tl->buf : "");
 	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *e = strstr(line, "asan-expect: ");
@@ -234,12 +281,13 @@ static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_l
 		}
 	}
 	free(copy);
-	if (!bad && asan_test && !expects) {
+	/* __stderr tags are the expectations of a test that has them. */
+	if (!bad && asan_test && !expects && !tagged) {
 		snprintf(why, whylen, "names no expected report (asan-expect: TEXT or none)");
 		bad = 1;
 	}
 	/* A test_* that expects reports (a deliberate misuse) is judged by its expectations. */
-	if (!bad && !asan_test && !expects && reports &&
+	if (!bad && !asan_test && !expects && !tagged && reports &&
 	    (strstr(reports, "out-of-bounds") || strstr(reports, "use-after-free") ||
 	     strstr(reports, "wild access"))) {
 		snprintf(why, whylen, "the sanitizer reported a bad access");
@@ -250,25 +298,148 @@ static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_l
 	return bad ? -1 : 0;
 }
 
+/* The object's arena_buddy_reset when its tests want it (upstream's harness), or NULL. */
+static struct bpf_program *buddy_reset;
+
+static int run_buddy_reset(char *why, size_t whylen)
+{
+	int err, ret = 0;
+
+	err = libarena_prog_run(buddy_reset, NULL, 0, &ret);
+	if (!err && !ret)
+		return 0;
+	snprintf(why, whylen, "arena_buddy_reset: %s", strerror(err ? -err : ret < 0 ? -ret : EIO));
+	return -1;
+}
+
+/* The text of a "comment:<counter>:<key>=<value>" decl tag with this key, and its counter. */
+static const char *tag_value(const char *tag, const char *key, long *counter)
+{
+	char *end;
+
+	if (!has_prefix(tag, "comment:"))
+		return NULL;
+	*counter = strtol(tag + strlen("comment:"), &end, 10);
+	if (end == tag + strlen("comment:") || *end != ':' || !has_prefix(end + 1, key))
+		return NULL;
+	return end + 1 + strlen(key);
+}
+
+/* A test program's __stderr messages, in source order. */
+struct expects {
+	int n;
+	const char **msgs;
+	long *order;
+};
+
+static void expects_load(struct bpf_object *o, const char *prog, struct expects *e)
+{
+	struct btf *btf = bpf_object__btf(o);
+	u32 id, nr = btf ? btf__type_cnt(btf) : 0;
+
+	memset(e, 0, sizeof(*e));
+	for (id = 1; id < nr; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id), *f;
+		const char *msg;
+		long counter;
+		int i;
+
+		if (!btf_is_decl_tag(t) || btf_decl_tag(t)->component_idx != -1)
+			continue;
+		f = btf__type_by_id(btf, t->type);
+		if (!f || !btf_is_func(f) || strcmp(btf__name_by_offset(btf, f->name_off), prog))
+			continue;
+		msg = tag_value(btf__name_by_offset(btf, t->name_off), "test_expect_stderr=",
+				&counter);
+		if (!msg)
+			continue;
+		e->msgs = realloc(e->msgs, (e->n + 1) * sizeof(*e->msgs));
+		e->order = realloc(e->order, (e->n + 1) * sizeof(*e->order));
+		if (!e->msgs || !e->order) {
+			fprintf(stderr, "runner: out of memory\n");
+			exit(2);
+		}
+		/* Insertion by counter: a handful of tags at most. */
+		for (i = e->n++; i > 0 && e->order[i - 1] > counter; i--) {
+			e->msgs[i] = e->msgs[i - 1];
+			e->order[i] = e->order[i - 1];
+		}
+		e->msgs[i] = msg;
+		e->order[i] = counter;
+	}
+}
+
+static void expects_free(struct expects *e)
+{
+	free(e->msgs);
+	free(e->order);
+}
+
+/* 0 when the test's stderr holds every expected message, in order. */
+static int expects_check(const struct expects *e, struct test_log *tl, char *why,
+			 size_t whylen)
+{
+	int bad = 0, r;
+
+	fflush(tl->ef);
+	r = libarena_stderr_match(e->msgs, e->n, tl->ebuf ? tl->ebuf : "", &bad);
+	if (!r)
+		return 0;
+	if (r < 0)
+		snprintf(why, whylen, "__stderr #%d is not a valid pattern: \"%s\"", bad,
+			 e->msgs[bad - 1]);
+	else
+		snprintf(why, whylen, "stderr lacks __stderr #%d (of %d, in order): \"%s\"", r,
+			 e->n, e->msgs[r - 1]);
+	return -1;
+}
+
+/*
+ * Objects written for upstream's harness, which want arena_buddy_reset before their
+ * tests: those with a global named libarena_upstream_harness (test.h).
+ */
+static bool upstream_object(struct bpf_object *o)
+{
+	struct btf *btf = bpf_object__btf(o);
+	u32 id, nr = btf ? btf__type_cnt(btf) : 0;
+
+	for (id = 1; id < nr; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+
+		if (btf_is_var(t) &&
+		    !strcmp(btf__name_by_offset(btf, t->name_off), "libarena_upstream_harness"))
+			return true;
+	}
+	return false;
+}
+
 static void run_single(const char *obj, struct bpf_object *o, struct bpf_program *prog,
 		       struct arena_log *ring, struct asan_state *st)
 {
 	const char *name = bpf_program__name(prog);
+	struct expects ex;
 	struct test_log tl;
-	char why[256] = "";
+	char why[512] = "";
 	double t0 = now_ms();
 	int ret, res;
 
 	log_begin(&tl);
-	res = run_one(prog, 0, 1, &ret, why, sizeof(why)) ? -1 : 0;
+	expects_load(o, name, &ex);
+	/* Upstream's harness: a fresh allocator for all but the allocator's own tests. */
+	if (buddy_reset && !strstr(name, "test_buddy") && run_buddy_reset(why, sizeof(why)))
+		res = -1;
+	else
+		res = run_one(prog, 0, 1, &ret, why, sizeof(why)) ? -1 : 0;
+	log_drain(&tl, ring);
 	if (st) {
-		if (ring)
-			libarena_log_print(ring, tl.f, tl.f);
-		if (asan_judge(o, st, &tl, has_prefix(name, "asan_test_"),
+		if (asan_judge(o, st, &tl, has_prefix(name, "asan_test_"), ex.n > 0,
 			       res ? why + strlen(why) : why,
 			       res ? 0 : sizeof(why)) && !res)
 			res = -1;
 	}
+	if (ex.n && !res && expects_check(&ex, &tl, why, sizeof(why)))
+		res = -1;
+	expects_free(&ex);
 	report(obj, name, res, why, now_ms() - t0);
 	log_end(&tl, ring, res < 0 || opt.verbose);
 }
@@ -302,6 +473,23 @@ static struct bpf_program *find_prog(struct bpf_object *o, const char *base, con
 	return bpf_object__find_program_by_name(o, name);
 }
 
+/* The last line the test logged so far (a skip's reason), or "". */
+static void last_line(struct test_log *tl, char *buf, size_t len)
+{
+	const char *end, *start;
+
+	*buf = 0;
+	fflush(tl->f);
+	if (!tl->buf || !tl->len)
+		return;
+	end = tl->buf + tl->len;
+	while (end > tl->buf && end[-1] == '\n')
+		end--;
+	for (start = end; start > tl->buf && start[-1] != '\n'; start--)
+		;
+	snprintf(buf, len, "%.*s", (int)(end - start), start);
+}
+
 /* parallel_test_NAME: __enabled?, __init?, __0..__N at once, __fini? */
 static void run_parallel(const char *obj, struct bpf_object *o, const char *base,
 			 struct arena_log *ring, struct asan_state *st)
@@ -326,21 +514,40 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 		res = -1;
 		goto out;
 	}
+	/* Upstream's convention: 0 runs the test, -EOPNOTSUPP skips it, all else fails. */
 	p = find_prog(o, base, "enabled");
 	if (p) {
 		struct arena_test_ctx ctx;
+		int err;
 
 		init_ctx(&ctx, 0, n);
-		if (libarena_run_prog(p, &ctx, sizeof(ctx), &ret) || ret < 0) {
-			snprintf(why, sizeof(why), "__enabled failed (%d)", ret);
+		err = libarena_prog_run(p, &ctx, sizeof(ctx), &ret);
+		if (err) {
+			snprintf(why, sizeof(why), "__enabled: test run failed: %s",
+				 strerror(-err));
 			res = -1;
 			goto out;
 		}
-		if (ret == 0) {
-			snprintf(why, sizeof(why), "disabled by __enabled");
+		if (ret == -EOPNOTSUPP) {
+			char reason[200];
+
+			log_drain(&tl, ring);
+			last_line(&tl, reason, sizeof(reason));
+			snprintf(why, sizeof(why), "__enabled returned -EOPNOTSUPP%s%s",
+				 *reason ? ": " : "", reason);
 			res = 1;
 			goto out;
 		}
+		if (ret) {
+			snprintf(why, sizeof(why), "__enabled returned %d (0 runs the test, "
+				 "-EOPNOTSUPP skips it)", ret);
+			res = -1;
+			goto out;
+		}
+	}
+	if (buddy_reset && run_buddy_reset(why, sizeof(why))) {
+		res = -1;
+		goto out;
 	}
 	p = find_prog(o, base, "init");
 	if (p && run_one(p, 0, n, &ret, why, sizeof(why))) {
@@ -367,8 +574,7 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 	}
 	pthread_barrier_destroy(&barrier);
 	/* Make room: the threads may have filled the ring, and __fini may need to log. */
-	if (ring)
-		libarena_log_print(ring, tl.f, tl.f);
+	log_drain(&tl, ring);
 	p = find_prog(o, base, "fini");
 	if (p) {
 		char fini_why[256];
@@ -379,10 +585,9 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 		}
 	}
 out:
+	log_drain(&tl, ring);
 	if (st) {
-		if (ring)
-			libarena_log_print(ring, tl.f, tl.f);
-		if (asan_judge(o, st, &tl, false, res ? why + strlen(why) : why,
+		if (asan_judge(o, st, &tl, false, false, res ? why + strlen(why) : why,
 			       res ? 0 : sizeof(why)) && !res)
 			res = -1;
 	}
@@ -469,8 +674,12 @@ static void run_object(const char *path)
 
 	struct asan_state *st = NULL;
 
+	buddy_reset = NULL;
+	if (opt.upstream || upstream_object(o))
+		buddy_reset = bpf_object__find_program_by_name(o, "arena_buddy_reset");
+
 	if (opt.asan && bpf_object__find_program_by_name(o, "asan_init")) {
-		st = libarena_asan_init(o, NULL);
+		st = libarena_asan_start(o, NULL);
 		if (!st) {
 			snprintf(why, sizeof(why), "asan_init: %s", strerror(errno));
 			report(obj, "asan_init", -1, why, 0);
@@ -531,7 +740,8 @@ static void run_object(const char *path)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: runner [-v] [-a] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
+	fprintf(stderr, "usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] "
+		"OBJECT...\n");
 	exit(2);
 }
 
@@ -541,10 +751,11 @@ int main(int argc, char **argv)
 	int c;
 
 	opt.seed = time(NULL);
-	while ((c = getopt(argc, argv, "vaf:x:s:h")) != -1) {
+	while ((c = getopt(argc, argv, "vauf:x:s:h")) != -1) {
 		switch (c) {
 		case 'v': opt.verbose = true; break;
 		case 'a': opt.asan = true; break;
+		case 'u': opt.upstream = true; break;
 		case 'x': opt.expect_fail = optarg; break;
 		case 's': opt.seed = strtoul(optarg, NULL, 0); break;
 		case 'f':

@@ -620,6 +620,32 @@ int asan_test_heap_window_edge(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/*
+ * The report's lines in the upstream sanitizer's format, checked by the runner through
+ * __stderr tags as upstream's tests check them (no asan-expect lines): the access, the
+ * task (the runner's comm, root), and a call trace naming the function that wrote.
+ */
+SEC("syscall")
+__stderr("Memory violation for address 0x{{[0-9a-f]+}} for write of size 1")
+__stderr("CPU: {{[0-9]+}} UID: 0 PID: {{[1-9][0-9]*}} Comm: runner")
+__stderr("Call trace:\n"
+	 "{{[ \t]+}}asan_test_upstream_report_lines:touch+0x{{[0-9a-f]+}} "
+	 "(test_asan.bpf.c:{{[0-9]+}})")
+int asan_test_upstream_report_lines(struct arena_test_ctx *ctx)
+{
+	u64 p = (u64)arena_malloc(48), n;
+	int hits;
+
+	ARENA_ASSERT(p);
+	n = reports();
+	touch(p + 48, 1, 1);
+	hits = caught(n, p + 48, ASAN_OUT_OF_BOUNDS, 1);
+	arena_free((void __arena *)p);
+	arena_stdout("asan-seeded: caught %d of 1", hits);
+	ARENA_ASSERT_EQ(hits, 1);
+	return 0;
+}
+
 #else /* !LIBARENA_ASAN: the runner skips these in the plain build */
 
 SEC("syscall")

@@ -391,9 +391,9 @@ SEC("syscall")									\
 int parallel_test_##name##__enabled(struct arena_test_ctx *ctx)		\
 {										\
 	if (ctx->nr_cpus >= 2)							\
-		return 1;							\
+		return 0;							\
 	arena_stdout(#name ": needs 2 CPUs, the guest has %u", ctx->nr_cpus);	\
-	return 0;								\
+	return -EOPNOTSUPP;							\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__init(struct arena_test_ctx *ctx)			\

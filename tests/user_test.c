@@ -4,7 +4,10 @@
  * reader against real BPF writers (order, long lines, overflow accounting, concurrent
  * writers while draining), and the allocator statistics read through the mapping.
  *
- *   user_test TEST_LOG TEST_BUDDY TEST_BITMAP (the built objects of those tests)
+ *   user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP TEST_BTREE [ASAN_TEST_LOG]
+ *
+ * (the built objects of those tests; the last, optional, of the sanitizer build), and
+ * the upstream harness's calls (libarena_run_prog, libarena_get_arena_base, ...).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,7 +28,7 @@ struct log_lines_args {
 };
 
 static struct bpf_object *obj;
-static const char *buddy_path, *bitmap_path, *heap_path, *btree_path;
+static const char *buddy_path, *bitmap_path, *heap_path, *btree_path, *asan_path;
 static struct bpf_program *log_lines;
 static struct arena_log *ring;
 
@@ -35,7 +38,7 @@ static int write_lines(u32 thread, u32 count, u32 width, u32 stream,
 	struct log_lines_args a = { thread, count, width, stream };
 	int err, ret;
 
-	err = libarena_run_prog(log_lines, &a, sizeof(a), &ret);
+	err = libarena_prog_run(log_lines, &a, sizeof(a), &ret);
 	if (err || ret)
 		return err ? err : ret;
 	if (out)
@@ -166,7 +169,7 @@ static int test_longest_lines(void)
 	/* It logs a 1040-character line (cut to 1023) and a 1023-character one. */
 	prog = bpf_object__find_program_by_name(obj, "test_log_truncates_long_lines");
 	CHECK(prog, "");
-	CHECK(libarena_run_prog(prog, NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
+	CHECK(libarena_prog_run(prog, NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
 	CHECK(libarena_log_drain(ring, record_length, &c, NULL) == 2, "");
 	CHECK(c.n == 2 && c.len[0] == ARENA_LOG_LINE_MAX - 1 && c.len[1] == ARENA_LOG_LINE_MAX - 1,
 	      "n %d len %u %u", c.n, c.len[0], c.len[1]);
@@ -319,13 +322,13 @@ static int test_buddy_stats(void)
 	reset = bpf_object__find_program_by_name(buddy_obj, "arena_buddy_reset");
 	alloc = bpf_object__find_program_by_name(buddy_obj, "alloc_for_stats");
 	CHECK(reset && alloc, "");
-	CHECK(libarena_run_prog(reset, NULL, 0, &ret) == 0 && ret == 0, "reset: %d", ret);
+	CHECK(libarena_prog_run(reset, NULL, 0, &ret) == 0 && ret == 0, "reset: %d", ret);
 	b = libarena_buddy(buddy_obj);
 	CHECK(b && b->magic == BUDDY_MAGIC, "");
 	CHECK(b->stats.chunks_held == 1 && b->stats.allocs == 0, "");
 
 	/* 100 bytes take 128-byte blocks (order 3); the counts are visible right away. */
-	CHECK(libarena_run_prog(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "alloc: %d", ret);
+	CHECK(libarena_prog_run(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "alloc: %d", ret);
 	CHECK(b->stats.blocks_in_use[3] == 5, "%llu", (unsigned long long)b->stats.blocks_in_use[3]);
 	CHECK(b->stats.bytes_requested == 500, "");
 	f = open_memstream(&buf, &len);
@@ -337,7 +340,7 @@ static int test_buddy_stats(void)
 	free(buf);
 
 	a.count = 0;
-	CHECK(libarena_run_prog(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "");
+	CHECK(libarena_prog_run(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "");
 
 	/* arena_alloc_reserve: pages in the arena, mapped and zero; a second call refused. */
 	{
@@ -346,12 +349,12 @@ static int test_buddy_stats(void)
 
 		reserve = bpf_object__find_program_by_name(buddy_obj, "arena_alloc_reserve");
 		CHECK(reserve, "");
-		CHECK(libarena_run_prog(reserve, &r, sizeof(r), &ret) == 0 && ret == 0,
+		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == 0,
 		      "reserve: %d", ret);
 		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32, "");
 		CHECK(((volatile u8 *)(uintptr_t)r.addr)[4 * 4096 - 1] == 0, "");
 		r.nr_pages = 0;
-		CHECK(libarena_run_prog(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
+		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
 		      "second reserve: %d", ret);
 	}
 	CHECK(b->stats.blocks_in_use[3] == 0 && b->stats.frees == 5, "");
@@ -386,7 +389,7 @@ static int test_bitmap_print(void)
 	o = bpf_object__open_file(bitmap_path, NULL);
 	CHECK(o && !bpf_object__load(o), "cannot load %s", bitmap_path);
 	CHECK(libarena_heap_refill(o, NULL) == 0, "");
-	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "test_bitmap_whole_map"),
+	CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "test_bitmap_whole_map"),
 				NULL, 0, &ret) == 0 && ret == 0, "ret %d", ret);
 	CHECK(libarena_log_drain(libarena_log(o), find_line, &f, NULL) > 0, "");
 	CHECK(f.found == 3, "found %#x", f.found);
@@ -406,7 +409,7 @@ static int heap_counts(struct bpf_object *o, struct heap_counts *c)
 {
 	int ret;
 
-	if (libarena_run_prog(bpf_object__find_program_by_name(o, "heap_counts"), c,
+	if (libarena_prog_run(bpf_object__find_program_by_name(o, "heap_counts"), c,
 			      sizeof(*c), &ret) || ret)
 		return -1;
 	return 0;
@@ -490,7 +493,7 @@ static int test_heap_program_types(void)
 	for (i = 0; i < 60; i++) {
 		struct heap_counts churn = { .iterations = 200000 };
 
-		CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "heap_churn"),
+		CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "heap_churn"),
 					&churn, sizeof(churn), &ret) == 0 && ret == 0, "churn %d", ret);
 		CHECK(heap_counts(o, &c) == 0, "");
 		if (c.nested > c0.nested)
@@ -526,7 +529,7 @@ static int test_heap_program_types(void)
 	CHECK(ret == XDP_PASS, "no refill within 2 s");
 	CHECK(g->wq_runs > wq_runs, "the workqueue never ran");
 	printf("    background refill after %d ms\n", i * 5);
-	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "heap_hoard_free"), NULL, 0,
+	CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "heap_hoard_free"), NULL, 0,
 				&ret) == 0 && ret == 0, "");
 	CHECK(libarena_heap_collect(o) >= 0, "");
 
@@ -551,20 +554,106 @@ static int test_btree_from_xdp(void)
 	o = bpf_object__open_file(btree_path, NULL);
 	CHECK(o && !bpf_object__load(o), "cannot load %s", btree_path);
 	CHECK(libarena_heap_refill(o, NULL) == 0, "");
-	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "btree_xdp_setup"), NULL,
+	CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "btree_xdp_setup"), NULL,
 				0, &ret) == 0 && ret == 0, "setup: %d", ret);
 	CHECK(run_packet_prog(o, "btree_xdp", 1000, &ret) == 0 && ret == XDP_PASS, "xdp %d", ret);
-	CHECK(libarena_run_prog(bpf_object__find_program_by_name(o, "btree_xdp_check"), NULL,
+	CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "btree_xdp_check"), NULL,
 				0, &ret) == 0 && ret == 0, "the tree after 1000 XDP runs: %d", ret);
+	bpf_object__close(o);
+	return 0;
+}
+
+static int prog_fd(struct bpf_object *o, const char *name)
+{
+	struct bpf_program *p = bpf_object__find_program_by_name(o, name);
+
+	return p ? bpf_program__fd(p) : -1;
+}
+
+/* The upstream harness's calls, on program fds of the log test's object. */
+static int test_upstream_calls(void)
+{
+	int info_fd = prog_fd(obj, "arena_get_info"), lines_fd = prog_fd(obj, "log_lines");
+	struct bpf_map *arena = bpf_object__find_map_by_name(obj, "arena");
+	struct log_lines_args a = { 7, 3, 20, ARENA_LOG_STDOUT };
+	struct arena_get_info_args info = { 1 };
+	struct collect c = {};
+	size_t data_size = 0;
+	void *base = NULL, *mapped;
+	u64 pages = 0;
+	int err;
+
+	CHECK(info_fd >= 0 && lines_fd >= 0 && arena, "");
+	CHECK(libarena_is_test_prog("test_x") && !libarena_is_test_prog("tests") &&
+	      !libarena_is_test_prog("asan_test_x") && !libarena_is_test_prog(NULL), "");
+	CHECK(libarena_is_asan_test_prog("asan_test_x") &&
+	      libarena_is_asan_test_prog("asan_test") &&
+	      !libarena_is_asan_test_prog("test_asan"), "");
+	CHECK(libarena_is_parallel_test_prog("parallel_test_x__0") &&
+	      !libarena_is_parallel_test_prog("parallel_tes"), "");
+
+	/* A run: its error if it failed, else the program's return value. */
+	CHECK(libarena_run_prog_args(info_fd, &info, sizeof(info)) == 0, "");
+	CHECK(info.arena_base == ARENA_USER_BASE && info.version == LIBARENA_VERSION, "");
+	CHECK(libarena_run_prog_args(lines_fd, &a, sizeof(a)) == 0 && a.written == 3, "");
+	CHECK(drain_all(&c, NULL) == 0 && c.n == 3 && c.bad == 0, "n %d", c.n);
+	/* A context smaller than the program reads: the run fails (6.12: -EINVAL). */
+	CHECK(libarena_run_prog_args(lines_fd, &a, 4) == -EINVAL, "");
+	CHECK(libarena_run_prog(-1) == -EBADF, "");
+	/* No context at all: arena_buddy_reset reads none. */
+	CHECK(libarena_run_prog(prog_fd(obj, "arena_buddy_reset")) == 0, "");
+
+	/* The base, where libbpf mapped the arena. */
+	mapped = bpf_map__initial_value(arena, &data_size);
+	CHECK(libarena_get_arena_base(info_fd, &base) == 0, "");
+	CHECK(base && base == mapped && base == (void *)(uintptr_t)ARENA_USER_BASE,
+	      "base %p, mapped at %p", base, mapped);
+
+	/* The globals' pages: libbpf's arena data, rounded up; the same from any program. */
+	CHECK(libarena_get_globals_pages(info_fd, ARENA_PAGES, &pages) == 0, "");
+	CHECK(pages >= 1 && pages == (data_size + 4095) / 4096 && pages < ARENA_PAGES / 2,
+	      "pages %llu, arena data %zu bytes", (unsigned long long)pages, data_size);
+	CHECK(libarena_get_globals_pages(lines_fd, ARENA_PAGES, &pages) == 0 &&
+	      pages == (data_size + 4095) / 4096, "");
+	CHECK(pages == 1 || libarena_get_globals_pages(info_fd, 1, &pages) == -E2BIG, "");
+	err = libarena_get_globals_pages(-1, ARENA_PAGES, &pages);
+	CHECK(err < 0, "%d", err);
+	return 0;
+}
+
+/* Upstream's libarena_asan_init on the sanitizer build of the log test. */
+static int test_upstream_asan_init(void)
+{
+	struct bpf_object *o = bpf_object__open_file(asan_path, NULL);
+	struct bpf_map *arena;
+	struct asan_state *st;
+	size_t data_size = 0;
+	u64 pages;
+	int info_fd, init_fd;
+
+	CHECK(o && !bpf_object__load(o), "cannot load %s", asan_path);
+	info_fd = prog_fd(o, "arena_get_info");
+	init_fd = prog_fd(o, "asan_init");
+	arena = bpf_object__find_map_by_name(o, "arena");
+	CHECK(info_fd >= 0 && init_fd >= 0 && arena, "not the sanitizer build?");
+	bpf_map__initial_value(arena, &data_size);
+	pages = (data_size + 4095) / 4096;
+	CHECK(libarena_asan_init(info_fd, init_fd, ARENA_PAGES) == 0, "");
+	CHECK(libarena_asan_init(info_fd, -1, ARENA_PAGES) == -EBADF, "");
+	/* Ours on the same object: the state asan_init set up, the globals' shadow mapped. */
+	st = libarena_asan_start(o, NULL);
+	CHECK(st && st->magic == ASAN_STATE_MAGIC, "");
+	CHECK(st->low_pages >= pages && st->low_pages >= ASAN_LOW_PAGES, "low pages %llu of %llu",
+	      (unsigned long long)st->low_pages, (unsigned long long)pages);
 	bpf_object__close(o);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
+	if (argc != 6 && argc != 7) {
 		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP "
-			"TEST_BTREE (objects)\n");
+			"TEST_BTREE [ASAN_TEST_LOG] (objects)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -585,7 +674,9 @@ int main(int argc, char **argv)
 	bitmap_path = argv[3];
 	heap_path = argv[4];
 	btree_path = argv[5];
+	asan_path = argc > 6 ? argv[6] : NULL;
 	host_run("user", "get_info", test_get_info);
+	host_run("user", "upstream_calls", test_upstream_calls);
 	host_run("user", "log_order_and_content", test_order_and_content);
 	host_run("user", "log_long_lines", test_long_lines);
 	host_run("user", "log_longest_lines", test_longest_lines);
@@ -598,5 +689,7 @@ int main(int argc, char **argv)
 	host_run("user", "bitmap_print", test_bitmap_print);
 	host_run("user", "heap_program_types", test_heap_program_types);
 	host_run("user", "btree_from_xdp", test_btree_from_xdp);
+	if (asan_path)
+		host_run("user", "upstream_asan_init", test_upstream_asan_init);
 	return host_summary();
 }

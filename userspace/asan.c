@@ -14,18 +14,7 @@
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 
-/* Pages the object's arena globals take (libbpf puts them at the arena's start). */
-static __u64 arena_globals_pages(struct bpf_object *obj)
-{
-	struct bpf_map *map = bpf_object__find_map_by_name(obj, "arena");
-	size_t size = 0;
-
-	if (!map || !bpf_map__initial_value(map, &size))
-		return 0;
-	return (size + 4095) / 4096;
-}
-
-struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_args *args)
+struct asan_state *libarena_asan_start(struct bpf_object *obj, struct asan_init_args *args)
 {
 	struct asan_init_args defaults = {};
 	struct bpf_program *prog;
@@ -39,9 +28,15 @@ struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_a
 	}
 	if (!args)
 		args = &defaults;
-	if (!args->arena_globals_pages)
-		args->arena_globals_pages = arena_globals_pages(obj);
-	err = libarena_run_prog(prog, args, sizeof(*args), &ret);
+	if (!args->arena_globals_pages) {
+		err = libarena_get_globals_pages(bpf_program__fd(prog), 0,
+						 &args->arena_globals_pages);
+		if (err) {
+			errno = -err;
+			return NULL;
+		}
+	}
+	err = libarena_prog_run(prog, args, sizeof(*args), &ret);
 	if (!err)
 		err = ret;
 	if (err || !args->state) {
@@ -54,6 +49,23 @@ struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_a
 		return NULL;
 	}
 	return st;
+}
+
+int libarena_asan_init(int arena_asan_init_fd, int asan_init_fd, size_t arena_all_pages)
+{
+	/*
+	 * All of our struct, zeroed (the defaults): 6.12 refuses a context smaller than
+	 * what the program reads, and ours reads more than upstream's two fields.
+	 */
+	struct asan_init_args args = { .arena_all_pages = arena_all_pages };
+	u64 pages;
+	int ret;
+
+	ret = libarena_get_globals_pages(arena_asan_init_fd, arena_all_pages, &pages);
+	if (ret)
+		return ret;
+	args.arena_globals_pages = pages;
+	return libarena_run_prog_args(asan_init_fd, &args, sizeof(args));
 }
 
 static const char *kind_name(int kind)
@@ -227,6 +239,29 @@ int libarena_asan_where(struct bpf_object *obj, u64 ip, char *buf, size_t len)
 	return -ENOENT;
 }
 
+/*
+ * The lines the upstream libarena's sanitizer prints (its report, then the kernel's
+ * stack dump header and trace), so that tests written for it find what their __stderr()
+ * expectations name. A bad free is no access: it gets the task and where, without a
+ * "Memory violation" line.
+ */
+static void print_upstream(const struct asan_report *r, const char *where, FILE *out)
+{
+	char comm[sizeof(r->comm) + 1];
+
+	if (r->kind != ASAN_DOUBLE_FREE && r->kind != ASAN_INVALID_FREE)
+		fprintf(out, "Memory violation for address 0x%llx for %s of size %u\n",
+			(unsigned long long)r->access, r->flags & ASAN_F_WRITE ? "write" : "read",
+			r->size);
+	memcpy(comm, r->comm, sizeof(r->comm));
+	comm[sizeof(r->comm)] = 0;
+	if (r->flags & ASAN_F_TASK)
+		fprintf(out, "CPU: %u UID: %u PID: %u Comm: %s\n", r->cpu, r->uid, r->pid, comm);
+	else
+		fprintf(out, "CPU: %u UID: ? PID: %u Comm: ?\n", r->cpu, r->pid);
+	fprintf(out, "Call trace:\n\t%s\n", where);
+}
+
 int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out)
 {
 	u64 made, from, seq;
@@ -258,6 +293,7 @@ int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out
 			snprintf(where, sizeof(where), r.ip ? "0x%llx (in no program of this object)" :
 				 "an unknown place", r.ip);
 		fprintf(out, "asan:   by %s on CPU %u\n", where, r.cpu);
+		print_upstream(&r, where, out);
 		printed++;
 	}
 	st->printed = made;

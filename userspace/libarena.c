@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
 
-int libarena_run_prog(struct bpf_program *prog, void *arg, size_t size, int *retval)
+int libarena_prog_run(struct bpf_program *prog, void *arg, size_t size, int *retval)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts,
 		.ctx_in = arg,
@@ -32,6 +33,113 @@ int libarena_run_prog(struct bpf_program *prog, void *arg, size_t size, int *ret
 	return 0;
 }
 
+int libarena_run_prog_args(int prog_fd, void *args, size_t argsize)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts,
+		.ctx_in = args,
+		.ctx_size_in = args ? argsize : 0,
+	);
+	int err;
+
+	err = bpf_prog_test_run_opts(prog_fd, &opts);
+	return err ? err : (int)opts.retval;
+}
+
+int libarena_run_prog(int prog_fd)
+{
+	return libarena_run_prog_args(prog_fd, NULL, 0);
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return s && !strncmp(s, prefix, strlen(prefix));
+}
+
+bool libarena_is_test_prog(const char *name)
+{
+	return starts_with(name, "test_");
+}
+
+bool libarena_is_asan_test_prog(const char *name)
+{
+	return starts_with(name, "asan_test");
+}
+
+bool libarena_is_parallel_test_prog(const char *name)
+{
+	return starts_with(name, "parallel_test");
+}
+
+int libarena_get_arena_base(int arena_get_info_fd, void **arena_base)
+{
+	struct arena_get_info_args info = {};
+	int ret;
+
+	ret = libarena_run_prog_args(arena_get_info_fd, &info, sizeof(info));
+	if (ret)
+		return ret;
+	*arena_base = (void *)(uintptr_t)info.arena_base;
+	return 0;
+}
+
+/*
+ * Bytes of arena globals in the object a program comes from: libbpf copies the ELF
+ * section .addr_space.1 into the arena (at offset 0 with 6.12's libbpf), and the BTF it
+ * loads with the object describes that section with a DATASEC of the section's size.
+ */
+static int arena_globals_size(int prog_fd, u64 *size)
+{
+	struct bpf_prog_info info = {};
+	u32 len = sizeof(info), id, n;
+	struct btf *btf;
+	int err = -ENOENT;
+
+	if (bpf_prog_get_info_by_fd(prog_fd, &info, &len))
+		return -errno;
+	*size = 0;
+	if (!info.btf_id)
+		return -ENOENT;
+	btf = btf__load_from_kernel_by_id(info.btf_id);
+	if (!btf)
+		return -errno;
+	n = btf__type_cnt(btf);
+	for (id = 1; id < n; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const char *name;
+
+		if (!btf_is_datasec(t))
+			continue;
+		name = btf__name_by_offset(btf, t->name_off);
+		if (name && !strcmp(name, ".addr_space.1")) {
+			*size = t->size;
+			err = 0;
+			break;
+		}
+	}
+	btf__free(btf);
+	/* An object without arena globals has none to count. */
+	return err == -ENOENT ? 0 : err;
+}
+
+int libarena_get_globals_pages(int arena_get_info_fd, size_t arena_all_pages,
+			       u64 *globals_pages)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	u64 size, pages;
+	int err;
+
+	if (!globals_pages)
+		return -EINVAL;
+	err = arena_globals_size(arena_get_info_fd, &size);
+	if (err)
+		return err;
+	pages = (size + page - 1) / page;
+	if (arena_all_pages && pages > arena_all_pages)
+		return -E2BIG;
+	*globals_pages = pages;
+	return 0;
+}
+
 int libarena_get_info(struct bpf_object *obj, struct arena_get_info_args *info)
 {
 	struct bpf_program *prog;
@@ -41,7 +149,7 @@ int libarena_get_info(struct bpf_object *obj, struct arena_get_info_args *info)
 	if (!prog)
 		return -ENOENT;
 	memset(info, 0, sizeof(*info));
-	err = libarena_run_prog(prog, info, sizeof(*info), &ret);
+	err = libarena_prog_run(prog, info, sizeof(*info), &ret);
 	if (err)
 		return err;
 	return ret;
@@ -129,7 +237,7 @@ int libarena_heap_refill(struct bpf_object *obj, const struct arena_heap_refill_
 			return n;
 		args.nr_cpus = n;
 	}
-	err = libarena_run_prog(prog, &args, sizeof(args), &ret);
+	err = libarena_prog_run(prog, &args, sizeof(args), &ret);
 	return err ? err : ret;
 }
 
@@ -152,7 +260,7 @@ int libarena_heap_collect(struct bpf_object *obj)
 		CPU_SET(cpu, &one);
 		if (sched_setaffinity(0, sizeof(one), &one))
 			continue;
-		err = libarena_run_prog(prog, NULL, 0, &ret);
+		err = libarena_prog_run(prog, NULL, 0, &ret);
 		if (err)
 			break;
 		total += ret;

@@ -28,7 +28,7 @@
  * free of a pointer no allocator handed out are reported as such.
  *
  *   asan_init                SEC("syscall"), struct asan_init_args: options; user space
- *                            runs it once (libarena_asan_init())
+ *                            runs it once (libarena_asan_start())
  *   asan_poison(p, code, n)  mark n bytes from p (8-byte aligned) with a poison code
  *   asan_unpoison(p, n)      make n bytes from p (8-byte aligned) valid, the rest of the
  *                            last granule poisoned
@@ -91,6 +91,7 @@ enum asan_kind {
 #define ASAN_F_BEFORE		2	/* the address lies before the block's start */
 #define ASAN_F_FREED		4	/* the block is free */
 #define ASAN_F_BLOCK		8	/* block, block_size, slot_size are known */
+#define ASAN_F_TASK		16	/* uid and comm are known */
 
 struct asan_report {
 	u64 seq;		/* 1 + its number since asan_init; 0 while being written */
@@ -106,6 +107,13 @@ struct asan_report {
 	s8 shadow;		/* shadow byte of addr */
 	u8 pad[5];
 	u64 access;		/* the access's first byte (addr may be past it) */
+	/*
+	 * The task the program ran in (whatever was interrupted, for a program run from
+	 * an interrupt), as the kernel's reports name it: thread id, real uid, comm.
+	 */
+	u32 pid;
+	u32 uid;
+	char comm[16];
 };
 
 struct asan_state {
@@ -125,7 +133,7 @@ struct asan_state {
 
 struct asan_init_args {
 	u64 arena_all_pages;	/* in: ignored (the upstream API's; shadow is mapped lazily) */
-	u64 arena_globals_pages;	/* in: pages of arena globals (libarena_asan_init
+	u64 arena_globals_pages;	/* in: pages of arena globals (libarena_asan_start
 					 * fills it in); at least ASAN_LOW_PAGES are covered */
 	u32 report_first;	/* in: make only the first report */
 	u32 quarantine;		/* in: blocks held before reuse; 0: default; ~0u: none */

@@ -6,7 +6,7 @@
  *   libarena_log(obj)                    the object's log ring, mapped in this process
  *   libarena_log_drain(log, fn, ctx)     hand each complete line to fn, oldest first
  *   libarena_log_print(log, out, err)    drain to two FILEs, and report dropped lines
- *   libarena_run_prog(prog, arg, size)   run a SEC("syscall") program, return its result
+ *   libarena_prog_run(prog, arg, size)   run a SEC("syscall") program, return its result
  *   libarena_buddy(obj)                  the default allocator (struct buddy), mapped here
  *   libarena_buddy_stats_print(b, out)   its statistics, one line per order in use
  *   libarena_heap_refill(obj, cfg)       create the fast allocator's heaps, fill reserves
@@ -14,14 +14,31 @@
  *   libarena_heap(obj)                   the fast allocator's global state, mapped here
  *   libarena_heap_totals(g, &stats)      its per-heap statistics summed
  *   libarena_heap_stats_print(g, out)    and printed
- *   libarena_asan_init(obj, args)        sanitizer build: options, the report state
+ *   libarena_asan_start(obj, args)       sanitizer build: options, the report state
  *   libarena_asan_print(obj, st, out)    print the sanitizer's new reports
+ *   libarena_stderr_match(msgs, n, text) match __stderr() expectations against output
  *
- * Errors are negative errno values; nothing here prints unless asked to.
+ * and the calls of the upstream libarena's harness (tools/testing/selftests/bpf/libarena
+ * in 7.x trees), same names, arguments and results, on program fds:
+ *
+ *   libarena_run_prog(fd)                     test-run a program: run error ?: retval
+ *   libarena_run_prog_args(fd, args, size)    the same with args as its context
+ *   libarena_is_test_prog(name)               "test_*"
+ *   libarena_is_asan_test_prog(name)          "asan_test*"
+ *   libarena_is_parallel_test_prog(name)      "parallel_test*"
+ *   libarena_get_arena_base(info_fd, &base)   the arena's user address (arena_get_info)
+ *   libarena_get_globals_pages(info_fd, all, &pages)  pages the arena globals take
+ *   libarena_asan_init(info_fd, init_fd, all) start the sanitizer (asan_init)
+ *
+ * Errors of our calls are negative errno values; the upstream calls return what
+ * upstream's do (a run's error, else the program's return value). Nothing here prints
+ * unless asked to.
  */
 #ifndef __LIBARENA_USERSPACE_H
 #define __LIBARENA_USERSPACE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <libarena/base.h>
 #include <libarena/log.h>
@@ -46,7 +63,34 @@ typedef int (*libarena_log_fn)(const struct libarena_log_line *line, void *ctx);
  * writes to arg are copied back. Returns 0 and the program's return value in *retval,
  * or a negative errno when the run itself failed.
  */
-int libarena_run_prog(struct bpf_program *prog, void *arg, size_t size, int *retval);
+int libarena_prog_run(struct bpf_program *prog, void *arg, size_t size, int *retval);
+
+/*
+ * The upstream harness's calls. A run that fails returns its (negative) error, else the
+ * program's return value is returned.
+ */
+int libarena_run_prog(int prog_fd);
+int libarena_run_prog_args(int prog_fd, void *args, size_t argsize);
+
+/* What the upstream runner runs: test_*, asan_test*, parallel_test*. */
+bool libarena_is_test_prog(const char *name);
+bool libarena_is_asan_test_prog(const char *name);
+bool libarena_is_parallel_test_prog(const char *name);
+
+/* Run the arena_get_info program whose fd is given; *arena_base: the arena's address. */
+int libarena_get_arena_base(int arena_get_info_fd, void **arena_base);
+
+/*
+ * The number of arena pages the object's arena globals take. Upstream (7.x libbpf puts
+ * the globals at the arena's end) counts resident pages back from the end with
+ * mincore(); here (6.12's libbpf puts them at offset 0) it is the size of the object's
+ * arena section (DATASEC ".addr_space.1" in the program's BTF, what libbpf copies into
+ * the arena) in pages, which does not change when more pages are touched. The program
+ * of arena_get_info_fd must come from the object (any of its programs would do).
+ * arena_all_pages bounds the result. 0 or a negative error.
+ */
+int libarena_get_globals_pages(int arena_get_info_fd, size_t arena_all_pages,
+			       u64 *globals_pages);
 
 /* Fill info from the loaded object's arena_get_info program. */
 int libarena_get_info(struct bpf_object *obj, struct arena_get_info_args *info);
@@ -105,15 +149,41 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out);
  * args (NULL: defaults; report_first, quarantine) and return its report state, read in
  * place, or NULL (errno set; ENOENT: not the sanitizer build).
  */
-struct asan_state *libarena_asan_init(struct bpf_object *obj, struct asan_init_args *args);
+struct asan_state *libarena_asan_start(struct bpf_object *obj, struct asan_init_args *args);
+
+/*
+ * Upstream's: run asan_init (asan_init_fd) with arena_all_pages and the pages of the
+ * arena globals, found through arena_asan_init_fd (an arena_get_info program, see
+ * libarena_get_globals_pages()); every other option at its default. Returns the run's
+ * error or asan_init's return value. The report state: libarena_asan_start(obj, NULL)
+ * again, or the state field asan_init writes back (struct asan_init_args).
+ */
+int libarena_asan_init(int arena_asan_init_fd, int asan_init_fd, size_t arena_all_pages);
 
 /*
  * Print the reports made since the last call, each as a line naming the kind, the
  * access, the address and its block, then a line naming the program, the function and
- * the source line (from the loaded programs' jited line info). Returns how many were
- * printed (reports beyond the ASAN_MAX_REPORTS kept are counted in a line of their own).
+ * the source line (from the loaded programs' jited line info), then the lines the
+ * upstream sanitizer prints, for tests that expect them:
+ *
+ *   Memory violation for address 0x<hex> for <read|write> of size <n>   (not for frees)
+ *   CPU: <cpu> UID: <uid> PID: <thread id> Comm: <comm>
+ *   Call trace:
+ *   <tab>PROG:FUNC+0xOFF (FILE:LINE)
+ *
+ * Returns how many were printed (reports beyond the ASAN_MAX_REPORTS kept are counted
+ * in a line of their own).
  */
 int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out);
+
+/*
+ * Match expected stderr messages (the __stderr() tags of a test, in source order)
+ * against what the test wrote to stderr. Each message is literal text except for
+ * {{...}} parts, which are POSIX extended regular expressions; message k must match
+ * after the end of message k-1's match. Returns 0 when all match, k (1-based) when
+ * message k did not, -EINVAL when a message is not a valid pattern (*bad = its index).
+ */
+int libarena_stderr_match(const char *const *msgs, int n, const char *text, int *bad);
 
 /* Format one report's first line into buf (what libarena_asan_print prints first). */
 int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len);
