@@ -269,7 +269,8 @@ static __always_inline int record(u64 addr, u64 access, u32 size, u32 how, u64 i
 
 	asan_violated = addr;
 	__sync_fetch_and_add(&asan_reported, 1);
-	if (st->report_first && READ_ONCE(st->nr_reports))
+	/* report_first: asan_init's option; asan_report_once: upstream's name for it. */
+	if ((st->report_first || READ_ONCE(asan_report_once)) && READ_ONCE(st->nr_reports))
 		return 1;
 	n = atomic_fetch_add(&st->nr_reports, 1);
 	r = &st->reports[n % ASAN_MAX_REPORTS];

@@ -22,10 +22,11 @@ struct buddy_registry __arena_global buddy_registry;
  * The default allocator: arena_malloc()'s for sizes beyond HEAP_MEDIUM_MAX, and the
  * global that upstream programs reach as `extern struct buddy __arena buddy;`. It is
  * ready when its magic says so, whoever initialised it (default_ready(), or a program's
- * own buddy_init(&buddy)); arena_buddy_state only lets one caller initialise it.
+ * own buddy_init(&buddy)); arena_buddy_state lets one caller at a time initialise or
+ * destroy it.
  */
 struct buddy __arena_global buddy;
-u32 __arena_global arena_buddy_state;	/* 1 while a caller initialises the default */
+u32 __arena_global arena_buddy_state;	/* 1 while a caller sets it up or tears it down */
 
 /* Failures found under the lock, reported after it. */
 enum {
@@ -501,9 +502,12 @@ static __always_inline bool buddy_ready(struct buddy __arena *b)
 
 static __noinline int init_one(struct buddy __arena *b)
 {
+	u32 old = READ_ONCE(b->magic);
 	int i, err;
 
-	if (b->magic == BUDDY_MAGIC) {
+	/* Claimed first: two callers initialising one allocator cannot both go on. */
+	if (old == BUDDY_MAGIC || old == BUDDY_INITING ||
+	    cmpxchg(&b->magic, old, BUDDY_INITING) != old) {
 		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
 		return -EBUSY;
 	}
@@ -526,6 +530,7 @@ static __noinline int init_one(struct buddy __arena *b)
 	b->stats.lazy_frees = b->stats.coalesces = 0;
 	err = add_chunk(b);
 	if (err) {
+		smp_store_release(&b->magic, 0);
 		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
 		return -ENOMEM;
 	}
@@ -535,6 +540,7 @@ static __noinline int init_one(struct buddy __arena *b)
 }
 
 static __always_inline int default_ready(void);
+static __always_inline int default_destroy(bool quiet);
 
 /*
  * The default allocator (the global buddy) is the library's, initialised on demand:
@@ -551,13 +557,12 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 	return init_one(b);
 }
 
-__weak int buddy_destroy(struct buddy __arena *b __arg_arena)
+static __noinline int destroy_one(struct buddy __arena *b)
 {
 	struct buddy_run __arena *run;
 	u64 next, self = (u64)b;
 	int i;
 
-	arena_subprog_init();
 	if (!buddy_ready(b)) {
 		arena_stderr("buddy_destroy: %llx is not an initialised allocator", self);
 		return -EINVAL;
@@ -593,6 +598,18 @@ __weak int buddy_destroy(struct buddy __arena *b __arg_arena)
 	b->stats.chunks_spare = 0;
 	b->stats.runs_in_use = b->stats.run_pages_in_use = 0;
 	return 0;
+}
+
+/*
+ * The default allocator is destroyed under its set-up lock, so that nobody initialises
+ * it again half way through (default.c).
+ */
+__weak int buddy_destroy(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	if (b == &buddy)
+		return default_destroy(false);
+	return destroy_one(b);
 }
 
 /*

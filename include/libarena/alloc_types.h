@@ -431,6 +431,7 @@ _Static_assert(BUDDY_HEADER_OFF + sizeof(struct buddy_header) <= BUDDY_MIN_SIZE,
 
 #define BUDDY_MAGIC		0x42756464u
 #define BUDDY_RUN_MAGIC		0x52756e50u
+#define BUDDY_INITING		0x496e6974u	/* magic while buddy_init works on it */
 
 /*
  * The buddy allocator's invariants (src/buddy.bpf.c relies on them):

@@ -18,22 +18,44 @@ static __always_inline int default_ready(void)
 {
 	int i, err;
 
-	if (default_is_ready())
-		return 0;
-	if (cmpxchg(&arena_buddy_state, 0, 1) == 0) {
-		/* A program may have called buddy_init(&buddy) itself meanwhile. */
-		err = default_is_ready() ? 0 : init_one(&buddy);
-		smp_store_release(&arena_buddy_state, 0);
-		return err;
-	}
-	/* Another caller initialises it: wait for it to end, up to the loop budget. */
+	/*
+	 * Ready, or take the set-up lock and make it so; while another caller holds the
+	 * lock (initialising or destroying it), wait, up to the loop budget.
+	 */
 	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
 		if (default_is_ready())
 			return 0;
-		if (!READ_ONCE(arena_buddy_state))
-			return default_is_ready() ? 0 : -ENOMEM;
+		if (!READ_ONCE(arena_buddy_state) && !cmpxchg(&arena_buddy_state, 0, 1)) {
+			/* A program may have called buddy_init(&buddy) itself meanwhile. */
+			err = default_is_ready() ? 0 : init_one(&buddy);
+			smp_store_release(&arena_buddy_state, 0);
+			return err;
+		}
 	}
 	return -ETIMEDOUT;
+}
+
+/*
+ * Destroy it under the set-up lock. Its large blocks waiting in the sanitizer's
+ * quarantine (only the default allocator's blocks are large ones there) go with it:
+ * left there, they would be freed later into the allocator that reuses their chunk.
+ */
+static __always_inline int default_destroy(bool quiet)
+{
+	int i, err = -EINVAL;
+
+	for (i = zero; i < LOCK_SPINS && can_loop; i++)
+		if (!READ_ONCE(arena_buddy_state) && !cmpxchg(&arena_buddy_state, 0, 1))
+			break;
+	if (i >= LOCK_SPINS)
+		return -ETIMEDOUT;
+	if (default_is_ready() || !quiet) {
+		for (i = 0; i < ASAN_QUARANTINE_LARGE; i++)
+			asan_hook_quarantine_take(ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE + i);
+		err = destroy_one(&buddy);
+	}
+	smp_store_release(&arena_buddy_state, 0);
+	return err;
 }
 
 __weak u64 arena_buddy_addr(void)
@@ -55,23 +77,27 @@ __weak int arena_buddy_is_ready(void)
 	return default_is_ready();
 }
 
+/* Destroy, then initialise again; either step may find it already done. */
 SEC("syscall")
 __weak int arena_buddy_reset(void *ctx)
 {
 	int err;
 
-	if (default_is_ready()) {
-		err = buddy_destroy(&buddy);
-		if (err)
-			return err;
-	}
+	arena_subprog_init();
+	err = default_destroy(true);
+	if (err && err != -EINVAL)
+		return err;
 	return default_ready();
 }
 
 SEC("syscall")
 __weak int arena_buddy_destroy(void *ctx)
 {
-	return default_is_ready() ? buddy_destroy(&buddy) : 0;
+	int err;
+
+	arena_subprog_init();
+	err = default_destroy(true);
+	return err == -EINVAL ? 0 : err;
 }
 
 u64 __arena_global arena_reserved;	/* user address of the reserved pages, 0 if none */
