@@ -6,12 +6,23 @@
 
 /*
  * The default allocator (the global buddy): initialised by the first caller that needs
- * it, exactly once. Helpers are inlined where they can be: a call from a user's program
- * through bmp_alloc() to the deepest helper takes 5 of the verifier's 8 frames.
+ * it, by one caller at a time (arena_buddy_state, the set-up lock), and again after a
+ * destroy. Helpers are inlined where they can be: a call from a user's program through
+ * bmp_alloc() to the deepest helper takes 5 of the verifier's 8 frames.
  */
 static __always_inline bool default_is_ready(void)
 {
 	return smp_load_acquire(&buddy.magic) == BUDDY_MAGIC;
+}
+
+static __always_inline bool default_trylock(void)
+{
+	return !READ_ONCE(arena_buddy_state) && !cmpxchg(&arena_buddy_state, 0, 1);
+}
+
+static __always_inline void default_unlock(void)
+{
+	smp_store_release(&arena_buddy_state, 0);
 }
 
 static __always_inline int default_ready(void)
@@ -25,10 +36,10 @@ static __always_inline int default_ready(void)
 	for (i = zero; i < LOCK_SPINS && can_loop; i++) {
 		if (default_is_ready())
 			return 0;
-		if (!READ_ONCE(arena_buddy_state) && !cmpxchg(&arena_buddy_state, 0, 1)) {
+		if (default_trylock()) {
 			/* A program may have called buddy_init(&buddy) itself meanwhile. */
 			err = default_is_ready() ? 0 : init_one(&buddy);
-			smp_store_release(&arena_buddy_state, 0);
+			default_unlock();
 			return err;
 		}
 	}
@@ -45,7 +56,7 @@ static __always_inline int default_destroy(bool quiet)
 	int i, err = -EINVAL;
 
 	for (i = zero; i < LOCK_SPINS && can_loop; i++)
-		if (!READ_ONCE(arena_buddy_state) && !cmpxchg(&arena_buddy_state, 0, 1))
+		if (default_trylock())
 			break;
 	if (i >= LOCK_SPINS)
 		return -ETIMEDOUT;
@@ -54,7 +65,7 @@ static __always_inline int default_destroy(bool quiet)
 			asan_hook_quarantine_take(ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE + i);
 		err = destroy_one(&buddy);
 	}
-	smp_store_release(&arena_buddy_state, 0);
+	default_unlock();
 	return err;
 }
 
