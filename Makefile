@@ -11,7 +11,10 @@
 #   make deps      install the packages the build needs (apt-get)
 #   make kernel    build (or find cached) the guest kernel from linux-source-6.12
 #                  (KERNEL=stock: fetch and unpack Debian's stock kernel)
-#   make patches   write the patch series into build/patches/
+#   make patches   write the patch series into build/patches/: a cover letter and one
+#                  patch per component, signed off by LIBARENA_SOB="Name <mail>" or
+#                  git config user.name/user.email
+#   make check-series  checkpatch on each patch, and the tree built after each one
 #   make lib       apply the series to the pristine tree and build the library from it
 #   make host-test the host-native tests only
 #   make vm-test   the VM tests only
@@ -88,27 +91,36 @@ else
 	@vm/build-kernel >/dev/null
 endif
 
+# The series to send needs a Signed-off-by identity; the one the build applies to its
+# own tree is the same series, signed as a placeholder when no identity is set.
 patches:
 	@kernel/make-patches $(PATCHES) >/dev/null
 	@echo "patches: $$(ls $(PATCHES) | wc -l) in $(PATCHES)"
 
-tree: patches deps
+tree: deps
+	@kernel/make-patches --any-identity $(PATCHES) >/dev/null
 	@kernel/patched-tree $(PATCHES) >/dev/null
 
 lib: tree kernel
 	@$(LIBMAKE) all
 
+# The series as a maintainer checks it: checkpatch on each patch, and the tree built
+# after each (scripts/check-series). Uses the cell's compiler, kernel BTF and tools.
+check-series: lib
+	@CLANG=$(CLANG) VMLINUX_BTF=$(VMLINUX_BTF) TOOLS_OUT=$(TOOLS_OUT) \
+		scripts/check-series $(PATCHES)
+
 host-test: deps
 	@$(MAKE) --no-print-directory -s -f tests/host/host.mk OUTPUT=$(BUILD)/host run
 
 vm-test: lib
-	@$(VM) -- tests/vm-suite $(OUT)
+	@$(VM) -- tests/vm-suite.sh $(OUT)
 
 test: deps
-	@tests/suite $(TEST_CELLS)
+	@tests/suite.sh $(TEST_CELLS)
 
 run: lib
-	@$(VM) -- examples/run-all $(OUT)
+	@$(VM) -- examples/run-all.sh $(OUT)
 
 bench: lib
 	@rm -f $(OUT)/bench.dat
@@ -141,6 +153,6 @@ clean:
 	rm -rf $(BUILD)
 
 .NOTPARALLEL:
-.PHONY: all deps kernel patches tree lib host-test vm-test test run bench bench-btree-nodes clean \
+.PHONY: all deps kernel patches tree lib check-series host-test vm-test test run bench bench-btree-nodes clean \
 	print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 	print-user-libs print-lib print-build

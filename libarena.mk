@@ -102,7 +102,8 @@ EXAMPLE_BINS := $(patsubst $(LIBARENA_DIR)/examples/%.c,$(OUTPUT)/examples/%, \
 	$(wildcard $(LIBARENA_DIR)/examples/*.c)))
 # The tree's own scx_simple, built by the tree's own Makefile, for the scheduler demo
 # to compare with.
-EXAMPLE_BINS += $(if $(SCHED_EXT),$(if $(KSRC),$(OUTPUT)/examples/scx_simple))
+EXAMPLE_BINS += $(if $(SCHED_EXT),$(if $(KSRC),$(call present, \
+	$(LIBARENA_DIR)/examples/scx_arena.bpf.c,$(OUTPUT)/examples/scx_simple)))
 # Its Makefile needs a whole LLVM toolchain (clang, ld.lld, llvm-ar) of one version:
 # make deps installs it for 22 only, and scx_simple is the baseline, not our code, so
 # every cell builds it with 22.
@@ -132,14 +133,21 @@ ASAN_TEST_OBJS := $(TEST_NAMES:%=$(OUTPUT)/asan/tests/%.bpf.o)
 ASAN_BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/asan/bench/%.bpf.o, \
 	$(BENCH_SRCS))
 
-all: lib $(ASAN_TARGET) tests runner examples bench
-bench: $(BENCH_OBJS) $(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees $(OUTPUT)/bench/bench_hashmap
-lib: $(LIB_OBJ) $(USER_LIB)
+# Each part is built when its sources are there, so that every prefix of the patch
+# series builds (make check-series): the first patch has no library source yet, the
+# runner comes with the heap.
+BENCH_BINS := $(patsubst $(LIBARENA_DIR)/bench/%.c,$(OUTPUT)/bench/%,$(filter-out %.bpf.c, \
+	$(wildcard $(LIBARENA_DIR)/bench/*.c)))
+present = $(if $(wildcard $(1)),$(2))
+
+all: headers lib $(ASAN_TARGET) tests runner examples bench
+bench: $(BENCH_OBJS) $(BENCH_BINS)
+lib: $(if $(LIB_NAMES),$(LIB_OBJ)) $(if $(USER_SRCS),$(USER_LIB))
 asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS) $(ASAN_EXAMPLE_OBJS)
 asan-skip:
 	@echo "$(ASAN_TOO_OLD): not built" >&2
-tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(USER_TEST)
-runner: $(RUNNER)
+tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(call present,$(LIBARENA_DIR)/tests/user_test.c,$(USER_TEST))
+runner: $(call present,$(LIBARENA_DIR)/tests/runner.c,$(RUNNER))
 examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS)
 
 print-bpf-cflags:
@@ -183,6 +191,18 @@ $(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
 BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h) \
 	    $(wildcard $(LIBARENA_DIR)/src/*.h $(LIBARENA_DIR)/src/*/*.c)
 EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
+
+# Every public header compiles alone (it includes what it uses): BPF headers with the
+# BPF flags, the user-space one (userspace.h) as user-space C.
+PUBLIC_HDRS := $(notdir $(wildcard $(LIBARENA_DIR)/include/libarena/*.h))
+USER_HDRS := userspace.h
+headers: $(PUBLIC_HDRS:%=$(OUTPUT)/headers/%.ok)
+
+$(OUTPUT)/headers/%.ok: $(LIBARENA_DIR)/include/libarena/% $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)echo '#include <libarena/$*>' | \
+		$(if $(filter $(USER_HDRS),$*),$(HOSTCC) $(USER_CFLAGS),$(CLANG) $(BPF_CFLAGS)) \
+		$(WARN_CFLAGS) -fsyntax-only -x c - && touch $@
 
 $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
@@ -253,8 +273,7 @@ $(OUTPUT)/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 $(OUTPUT)/bench/%.bpf.o: $(OUTPUT)/bench/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
 
-$(OUTPUT)/bench/bench $(OUTPUT)/bench/bench_trees $(OUTPUT)/bench/bench_hashmap: $(OUTPUT)/bench/%: $(LIBARENA_DIR)/bench/%.c \
-		$(USER_LIB) $(LIBBPF_A)
+$(BENCH_BINS): $(OUTPUT)/bench/%: $(LIBARENA_DIR)/bench/%.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
@@ -298,10 +317,10 @@ $(RUNNER): $(LIBARENA_DIR)/tests/runner.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 clean:
-	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples $(OUTPUT)/bench \
+	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/headers $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples $(OUTPUT)/bench \
 		$(OUTPUT)/user $(LIB_OBJ) $(ASAN_LIB_OBJ) $(USER_LIB) $(RUNNER)
 
-.PHONY: all lib asan-lib asan-skip tests runner examples bench clean print-bpf-cflags \
+.PHONY: all headers lib asan-lib asan-skip tests runner examples bench clean print-bpf-cflags \
 	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs print-lib
 FORCE:
 .SECONDARY:

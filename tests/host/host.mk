@@ -35,9 +35,8 @@ test_btree4_SRCS := $(ROOT)/src/btree.bpf.c
 test_btree4_CFLAGS := -DBT_SEARCH_STEPS=4 -DBT_DESTROY_MAX=100
 test_stderr_match_SRCS := $(ROOT)/userspace/expect.c
 
-TESTS := test_common test_log_ring test_buddy test_heap test_rbtree test_spmc test_btree \
-	test_btree4 test_spinlock test_mpmcq test_mpsc test_minheap \
-	test_list test_hashmap test_stderr_match
+# Every tests/host/test_*.c, so that each prefix of the patch series builds its own.
+TESTS := $(sort $(notdir $(basename $(wildcard $(ROOT)/tests/host/test_*.c))))
 BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 
 all: $(BINS)

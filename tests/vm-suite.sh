@@ -1,10 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# tests/vm-suite BUILD_DIR: every VM test, run inside the guest (vm/run -- tests/vm-suite).
-# Each part prints its own "N passed, N failed" line; tests/suite adds them up. Objects
+# tests/vm-suite.sh BUILD_DIR: every VM test, run inside the guest (vm/run -- tests/vm-suite.sh).
+# Each part prints its own "N passed, N failed" line; tests/suite.sh adds them up. Objects
 # are found from the sources, so a stale object of a deleted test never runs.
-build=${1:?usage: vm-suite BUILD_DIR}
+build=${1:?usage: vm-suite.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 rc=0
 
@@ -69,7 +69,7 @@ asan_log=$build/asan/tests/test_log.bpf.o
 "$build/user_test" "$build"/tests/test_{log,buddy,bitmap,heap,btree}.bpf.o $asan_log || rc=1
 
 echo "== examples"
-"$here/../examples/run-all" "$build" || rc=1
+"$here/../examples/run-all.sh" "$build" || rc=1
 
-"$here/scheduler-test" "$build" || rc=1
+"$here/scheduler-test.sh" "$build" || rc=1
 exit $rc

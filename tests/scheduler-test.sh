@@ -1,10 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# tests/scheduler-test BUILD_DIR: the sched_ext scheduler made of library parts
+# tests/scheduler-test.sh BUILD_DIR: the sched_ext scheduler made of library parts
 # (examples/scx_arena) attached, loaded with workloads and detached, in both builds, in
 # the guest. A kernel without sched_ext (Debian's stock 6.12) skips it and says so.
-build=${1:?usage: scheduler-test BUILD_DIR}
+build=${1:?usage: scheduler-test.sh BUILD_DIR}
 rc=0
 
 echo "== sched_ext scheduler (examples/scx_arena), $(nproc) CPUs"

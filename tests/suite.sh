@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# tests/suite CELL...: the whole test suite, what `make test` runs. A cell is
+# tests/suite.sh CELL...: the whole test suite, what `make test` runs. A cell is
 # KERNEL-CLANG: the kernel the library is built against and booted (patched: built from
 # the packaged tree; stock: Debian's linux-image package) and the compiler of the BPF
 # code, for example patched-clang-22 or stock-clang-19.
@@ -12,9 +12,9 @@
 #         from it into the cell's build directory (make print-build)
 #      b. the call frames and stack of the library's entry points (scripts/frame-budget)
 #         and an outside project built the way the README tells users to
-#      c. every VM test (tests/vm-suite) in a guest booted on the cell's kernel
+#      c. every VM test (tests/vm-suite.sh) in a guest booted on the cell's kernel
 #      d. the deque races (one owner, three thieves) and the sched_ext scheduler again,
-#         in a guest with 4 vCPUs (tests/vm-4cpus)
+#         in a guest with 4 vCPUs (tests/vm-4cpus.sh)
 #
 # Every part prints its "N passed, N failed" lines. The summary names each cell with
 # its result and time; the last line adds up every part of every cell.
@@ -98,12 +98,12 @@ for cell in "$@"; do
 		[ "${PIPESTATUS[0]}" = 0 ] || cell_rc=1
 
 		step "$cell: outside project"
-		KERNEL=$kernel CLANG=$clang "$root/tests/outside/build" "$build/outside" ||
+		KERNEL=$kernel CLANG=$clang "$root/tests/outside/build.sh" "$build/outside" ||
 			fail_step "$log" "$cell: the outside project's build"
 
 		# Some 20 minutes alone on an idle host; a busy one may need twice that.
 		step "$cell: VM tests on the $kernel kernel"
-		"$root/vm/run" -K "$kernel" -t 2700 -- "$root/tests/vm-suite" "$build" 2>&1 |
+		"$root/vm/run" -K "$kernel" -t 2700 -- "$root/tests/vm-suite.sh" "$build" 2>&1 |
 			tee "$work/vm"
 		vm_rc=${PIPESTATUS[0]}
 		last_attempt "$work/vm" >>"$log"
@@ -112,7 +112,7 @@ for cell in "$@"; do
 
 		# Lock-free, so more vCPUs than host CPUs is fine: one owner and three thieves.
 		step "$cell: deque races and the scheduler on 4 vCPUs"
-		"$root/vm/run" -K "$kernel" -c 4 -- "$root/tests/vm-4cpus" "$build" 2>&1 |
+		"$root/vm/run" -K "$kernel" -c 4 -- "$root/tests/vm-4cpus.sh" "$build" 2>&1 |
 			tee "$work/vm"
 		vm_rc=${PIPESTATUS[0]}
 		last_attempt "$work/vm" >>"$log"

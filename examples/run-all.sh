@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-# examples/run-all BUILD_DIR: run every example with its linked object (in the VM).
-build=${1:?usage: run-all BUILD_DIR}
+# examples/run-all.sh BUILD_DIR: run every example with its linked object (in the VM).
+build=${1:?usage: run-all.sh BUILD_DIR}
 rc=0 passed=0 failed=0 skipped=0
 for src in "$(dirname "$0")"/*.bpf.c; do
 	name=$(basename "$src" .bpf.c)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# tests/outside/build OUTDIR: build tests/outside/*.bpf.c exactly as a project that has
+# tests/outside/build.sh OUTDIR: build tests/outside/*.bpf.c exactly as a project that has
 # libarena as a submodule would (README, "Using libarena from your project"): compile with
 # print-bpf-cflags, link with print-lib's libarena.bpf.o using print-bpftool.
 set -euo pipefail
