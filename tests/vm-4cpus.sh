@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# tests/vm-4cpus.sh BUILD_DIR: what runs again in a guest of 4 vCPUs (tests/suite.sh): the
-# deque races (one owner, three thieves), the MPMC queue's race (four threads pushing and
-# popping), the MPSC queue's (three producers, one consumer) and the sched_ext scheduler. Not the spin lock's: spinning on a lock whose
-# holder's vCPU the host descheduled (4 vCPUs on 2 host CPUs) only measures the host.
+# tests/vm-4cpus.sh BUILD_DIR: what runs again in a guest of 4 vCPUs (tests/suite.sh):
+# the deque races (one owner, three thieves), the MPMC queue's race (four threads pushing
+# and popping), the MPSC queue's (three producers, one consumer) and the sched_ext
+# scheduler. Not the spin lock's: spinning on a lock whose holder's vCPU the host
+# descheduled (4 vCPUs on 2 host CPUs) only measures the host.
 build=${1:?usage: vm-4cpus.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 rc=0
