@@ -153,6 +153,7 @@ clean:
 	rm -rf $(BUILD)
 
 .NOTPARALLEL:
-.PHONY: all deps kernel patches tree lib check-series host-test vm-test test run bench bench-btree-nodes clean \
+.PHONY: all deps kernel patches tree lib check-series host-test vm-test test run bench \
+	bench-btree-nodes clean \
 	print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 	print-user-libs print-lib print-build

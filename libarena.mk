@@ -188,8 +188,12 @@ $(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
 	$(if $(VMLINUX_BTF),,$(error libarena: set VMLINUX_BTF=<vmlinux with BTF> or VMLINUX_H))
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A) $(wildcard $(LIBARENA_DIR)/include/libarena/*.h) \
-	    $(wildcard $(LIBARENA_DIR)/src/*.h $(LIBARENA_DIR)/src/*/*.c)
+# Each BPF object depends on the headers and parts it includes, as the compiler lists them
+# (-MMD): adding a component rebuilds only what includes it.
+BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A)
+DEP_FLAGS := -MMD -MP
+-include $(shell find $(addprefix $(OUTPUT)/,obj asan tests bench examples headers) -name '*.d' \
+	2>/dev/null)
 EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
 
 # Every public header compiles alone (it includes what it uses): BPF headers with the
@@ -202,16 +206,16 @@ $(OUTPUT)/headers/%.ok: $(LIBARENA_DIR)/include/libarena/% $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)echo '#include <libarena/$*>' | \
 		$(if $(filter $(USER_HDRS),$*),$(HOSTCC) $(USER_CFLAGS),$(CLANG) $(BPF_CFLAGS)) \
-		$(WARN_CFLAGS) -fsyntax-only -x c - && touch $@
+		$(WARN_CFLAGS) -fsyntax-only -MMD -MP -MF $(@:.ok=.d) -MT $@ -x c - && touch $@
 
 $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 # A program linked with the library: the library first. The 6.12 linker (libbpf 1.5, and
 # later ones too) leaves an extern arena variable of the first object at offset 0 of
@@ -230,7 +234,7 @@ $(ASAN_LIB_OBJ): $(LIB_NAMES:%=$(OUTPUT)/asan/obj/%.bpf.o) | $(BPFTOOL)
 # A selftest object is its own program linked with the whole library.
 $(OUTPUT)/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
 
 $(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
@@ -238,14 +242,14 @@ $(OUTPUT)/tests/%.bpf.o: $(OUTPUT)/tests/obj/%.bpf.o $(LIB_OBJ)
 $(OUTPUT)/asan/tests/obj/%.bpf.o: $(LIBARENA_DIR)/tests/%.bpf.c $(BPF_DEPS)
 	$(if $(ASAN_CLANG_OK),,$(error $(ASAN_TOO_OLD)))
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -I$(LIBARENA_DIR)/tests -c $< -o $@
 
 $(OUTPUT)/asan/tests/%.bpf.o: $(OUTPUT)/asan/tests/obj/%.bpf.o $(ASAN_LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/asan/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/bench/%.bpf.o: $(OUTPUT)/asan/bench/obj/%.bpf.o $(ASAN_LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
@@ -253,7 +257,7 @@ $(OUTPUT)/asan/bench/%.bpf.o: $(OUTPUT)/asan/bench/obj/%.bpf.o $(ASAN_LIB_OBJ)
 # Objects the verifier must reject: each shows what a user sees when that happens.
 $(OUTPUT)/tests/load_fail/obj/%.bpf.o: $(LIBARENA_DIR)/tests/load_fail/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 # Linked alone: the 6.12 linker cannot merge a kfunc extern that two objects both call
 # (README, known limits), and these objects call the arena kfuncs themselves.
@@ -268,7 +272,7 @@ $(OUTPUT)/tests/load_fail/lib_%.bpf.o: $(OUTPUT)/tests/load_fail/obj/lib_%.bpf.o
 
 $(OUTPUT)/bench/obj/%.bpf.o: $(LIBARENA_DIR)/bench/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 $(OUTPUT)/bench/%.bpf.o: $(OUTPUT)/bench/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
@@ -282,11 +286,11 @@ $(USER_TEST): $(LIBARENA_DIR)/tests/user_test.c $(USER_LIB) $(LIBBPF_A)
 
 $(OUTPUT)/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS) $(EXAMPLE_HDRS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/examples/obj/%.bpf.o: $(LIBARENA_DIR)/examples/%.bpf.c $(BPF_DEPS) $(EXAMPLE_HDRS)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) $(ASAN_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(ASAN_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
 
 $(OUTPUT)/asan/examples/%.bpf.o: $(OUTPUT)/asan/examples/obj/%.bpf.o $(ASAN_LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
@@ -317,8 +321,8 @@ $(RUNNER): $(LIBARENA_DIR)/tests/runner.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 clean:
-	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/headers $(OUTPUT)/asan $(OUTPUT)/tests $(OUTPUT)/examples $(OUTPUT)/bench \
-		$(OUTPUT)/user $(LIB_OBJ) $(ASAN_LIB_OBJ) $(USER_LIB) $(RUNNER)
+	$(Q)rm -rf $(OUTPUT)/obj $(OUTPUT)/headers $(OUTPUT)/asan $(OUTPUT)/tests \
+		$(OUTPUT)/examples $(OUTPUT)/bench $(OUTPUT)/user $(LIB_OBJ) $(ASAN_LIB_OBJ) $(USER_LIB) $(RUNNER)
 
 .PHONY: all headers lib asan-lib asan-skip tests runner examples bench clean print-bpf-cflags \
 	print-asan-cflags print-bpftool print-runner print-user-cflags print-user-libs print-lib

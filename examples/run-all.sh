@@ -12,7 +12,12 @@ for src in "$(dirname "$0")"/*.bpf.c; do
 		skipped=$((skipped + 1))
 		continue
 	fi
-	[ -x "$bin" ] || { echo "example $name: $bin missing"; failed=$((failed + 1)); rc=1; continue; }
+	if [ ! -x "$bin" ]; then
+		echo "example $name: $bin missing"
+		failed=$((failed + 1))
+		rc=1
+		continue
+	fi
 	echo "== example: $name"
 	if "$bin" "$build/examples/$name.bpf.o"; then
 		passed=$((passed + 1))

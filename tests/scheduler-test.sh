@@ -9,13 +9,15 @@ rc=0
 
 echo "== sched_ext scheduler (examples/scx_arena), $(nproc) CPUs"
 if [ ! -d /sys/kernel/sched_ext ]; then
-	echo "scheduler: this kernel has no sched_ext (Debian's stock 6.12 is built without): skipped"
+	echo "scheduler: this kernel has no sched_ext" \
+		"(Debian's stock 6.12 is built without): skipped"
 	echo "0 passed, 0 failed, 1 skipped"
 	exit 0
 fi
 for obj in "$build/examples/scx_arena.bpf.o" "$build/asan/examples/scx_arena.bpf.o"; do
 	case $obj in
-	*/asan/*) [ -f "$obj" ] || { echo "scheduler: no sanitizer build (clang 22 only)"; continue; }
+	*/asan/*)
+		[ -f "$obj" ] || { echo "scheduler: no sanitizer build (clang 22 only)"; continue; }
 		echo "== the same, sanitizer build";;
 	esac
 	if [ ! -x "$build/examples/scx_arena" ] || [ ! -f "$obj" ]; then

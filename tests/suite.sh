@@ -6,7 +6,9 @@
 # the packaged tree; stock: Debian's linux-image package) and the compiler of the BPF
 # code, for example patched-clang-22 or stock-clang-19.
 #
-#   1. host-native tests (sanitizers) and the layers' include rules, once, seconds
+#   1. host-native tests (sanitizers) and the layers' include rules, once, seconds;
+#      the patch series: checkpatch on each patch and the tree built after each
+#      (make check-series), once, with the first cell's compiler and kernel
 #   2. for each cell:
 #      a. its kernel, the patch series applied to the pristine tree, the library built
 #         from it into the cell's build directory (make print-build)
@@ -37,11 +39,12 @@ fail_step() {	# fail_step LOG WHAT
 }
 
 # count LOG: "passed failed skipped" over every count line in LOG.
+COUNT_LINE='([a-z]+: )?([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?'
 count() {
 	local p f s passed=0 failed=0 skipped=0
 	while read -r p f s; do
 		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
-	done < <(sed -nE 's/^([a-z]+: )?([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?$/\2 \3 \5/p' "$1")
+	done < <(sed -nE "s/^$COUNT_LINE\$/\\2 \\3 \\5/p" "$1")
 	echo "$passed $failed $skipped"
 }
 
@@ -78,6 +81,14 @@ step "the library's layers (scripts/check-layers)"
 "$root/scripts/check-layers" 2>&1 | tee -a "$work/host"
 [ "${PIPESTATUS[0]}" = 0 ] || host_rc=1
 record host "$work/host" "$host_rc" $(($(date +%s) - t0))
+
+# The patch series as a maintainer checks it, with the first cell's compiler and kernel
+# (whose library it builds first, so the cell finds it built).
+t0=$(date +%s)
+step "the patch series: checkpatch, and the tree built after each patch"
+make -C "$root" --no-print-directory -s KERNEL="${1%%-*}" CLANG="${1#*-}" check-series 2>&1 |
+	tee "$work/series"
+record series "$work/series" "${PIPESTATUS[0]}" $(($(date +%s) - t0))
 
 for cell in "$@"; do
 	kernel=${cell%%-*} clang=${cell#*-}

@@ -10,7 +10,8 @@ OUTPUT ?= $(ROOT)/build/host
 CC := gcc
 # The arena's fixed address (1 << 44) lies in the sanitizers' shadow on x86-64: the heap's
 # host test puts it where both ASan and TSan let programs map (TSan's PIE range).
-CFLAGS := -g -O1 -Wall -Werror -Wno-unknown-pragmas -DARENA_USER_BASE=0x560000000000ull -D_GNU_SOURCE -I$(ROOT)/include -I$(ROOT)/tests/host
+CFLAGS := -g -O1 -Wall -Werror -Wno-unknown-pragmas -DARENA_USER_BASE=0x560000000000ull \
+	-D_GNU_SOURCE -I$(ROOT)/include -I$(ROOT)/tests/host
 SAN_asan := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_tsan := -fsanitize=thread
 SHIM := -include $(ROOT)/tests/host/host_shim.h
@@ -41,10 +42,14 @@ BINS := $(foreach t,$(TESTS),$(OUTPUT)/$(t).asan $(OUTPUT)/$(t).tsan)
 
 all: $(BINS)
 
+HOST_DEPS := $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/src/*.h $(ROOT)/src/*/*.c \
+	$(ROOT)/tests/host/*.[ch])
+
 define host_test
-$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(wildcard $(ROOT)/include/libarena/*.h $(ROOT)/src/*.h $(ROOT)/src/*/*.c $(ROOT)/tests/host/*.[ch])
+$(OUTPUT)/$(1).$(2): $(ROOT)/tests/host/$(1).c $($(1)_SRCS) $(HOST_DEPS)
 	@mkdir -p $(OUTPUT)
-	@$(CC) $(CFLAGS) $($(1)_CFLAGS) $(SAN_$(2)) $(SHIM) -x c $($(1)_SRCS) -x none $$< -o $$@ -lpthread
+	@$(CC) $(CFLAGS) $($(1)_CFLAGS) $(SAN_$(2)) $(SHIM) -x c $($(1)_SRCS) -x none $$< \
+		-o $$@ -lpthread
 endef
 $(foreach t,$(TESTS),$(eval $(call host_test,$(t),asan)) $(eval $(call host_test,$(t),tsan)))
 
