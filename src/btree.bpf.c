@@ -84,8 +84,8 @@ static __always_inline bool cursor_ok(const char *fn, struct bt_cursor *c)
 
 #define DAMAGED(fn, bt, n)							\
 	({									\
-		arena_stderr("%s: tree %llx is damaged at node %llx "		\
-			     "(level, fill or links)", fn, (u64)(bt), (u64)(n));	\
+		arena_stderr("%s: tree %llx is damaged at node %llx (level, fill or links)", \
+			     fn, (u64)(bt), (u64)(n));				\
 		-EUCLEAN;							\
 	})
 
