@@ -286,6 +286,7 @@ static __always_inline int record(u64 addr, u64 access, u32 size, u32 how, u64 i
 	r->cpu = bpf_get_smp_processor_id();
 	record_task(r);
 	describe(r, addr);
+	/* The report before its seq: pairs with the acquire of seq in userspace/asan.c. */
 	smp_store_release(&r->seq, n + 1);
 	return 1;
 }
@@ -504,7 +505,8 @@ __weak int asan_init(struct asan_init_args *args)
 		st->quarantine_len = 0;
 	else if (args->quarantine)
 		st->quarantine_len = args->quarantine <
-				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE ? args->quarantine :
+				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE ?
+				     args->quarantine :
 				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE;
 	args->state = (u64)st;
 	asan_report_once = st->report_first;

@@ -123,17 +123,22 @@ static __noinline int bmp_apply(u32 bits, struct arena_bitmap __arena *dst,
 	return w == words ? 0 : -E2BIG;
 }
 
-#define CHECK_ARGS(fn, bits, p1, p2, p3)					\
-	do {									\
-		if (!(p1) || !(p2) || !(p3) || !(bits) || (bits) > BMP_MAX_BITS) { \
-			arena_stderr(fn ": bad arguments (%u bits)", bits);	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* The arguments of a whole-map call; if they are bad, fn logs it and fails with -EINVAL. */
+static __always_inline bool args_ok(const char *fn, u32 bits, struct arena_bitmap __arena *p1,
+				    struct arena_bitmap __arena *p2,
+				    struct arena_bitmap __arena *p3)
+{
+	if (!p1 || !p2 || !p3 || !bits || bits > BMP_MAX_BITS) {
+		arena_stderr("%s: bad arguments (%u bits)", fn, bits);
+		return false;
+	}
+	return true;
+}
 
 __weak int bmp_clear(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 {
-	CHECK_ARGS("bmp_clear", bits, bmp, bmp, bmp);
+	if (!args_ok(__func__, bits, bmp, bmp, bmp))
+		return -EINVAL;
 	return bmp_apply(bits, bmp, bmp, bmp, BMP_OP_CLEAR);
 }
 
@@ -141,7 +146,8 @@ __weak int bmp_and(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
 		   struct arena_bitmap __arena *a __arg_arena,
 		   struct arena_bitmap __arena *b __arg_arena)
 {
-	CHECK_ARGS("bmp_and", bits, dst, a, b);
+	if (!args_ok(__func__, bits, dst, a, b))
+		return -EINVAL;
 	return bmp_apply(bits, dst, a, b, BMP_OP_AND);
 }
 
@@ -149,14 +155,16 @@ __weak int bmp_or(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
 		  struct arena_bitmap __arena *a __arg_arena,
 		  struct arena_bitmap __arena *b __arg_arena)
 {
-	CHECK_ARGS("bmp_or", bits, dst, a, b);
+	if (!args_ok(__func__, bits, dst, a, b))
+		return -EINVAL;
 	return bmp_apply(bits, dst, a, b, BMP_OP_OR);
 }
 
 __weak int bmp_copy(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
 		    struct arena_bitmap __arena *src __arg_arena)
 {
-	CHECK_ARGS("bmp_copy", bits, dst, src, src);
+	if (!args_ok(__func__, bits, dst, src, src))
+		return -EINVAL;
 	return bmp_apply(bits, dst, src, src, BMP_OP_COPY);
 }
 
@@ -192,7 +200,8 @@ __weak int bmp_empty(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 {
 	int ret;
 
-	CHECK_ARGS("bmp_empty", bits, bmp, bmp, bmp);
+	if (!args_ok(__func__, bits, bmp, bmp, bmp))
+		return -EINVAL;
 	ret = bmp_find(bits, bmp, bmp, BMP_Q_EMPTY);
 	return ret < 0 ? ret : !ret;
 }
@@ -200,7 +209,8 @@ __weak int bmp_empty(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 __weak int bmp_intersects(u32 bits, struct arena_bitmap __arena *a __arg_arena,
 			  struct arena_bitmap __arena *b __arg_arena)
 {
-	CHECK_ARGS("bmp_intersects", bits, a, b, b);
+	if (!args_ok(__func__, bits, a, b, b))
+		return -EINVAL;
 	return bmp_find(bits, a, b, BMP_Q_INTERSECTS);
 }
 
@@ -209,7 +219,8 @@ __weak int bmp_subset(u32 bits, struct arena_bitmap __arena *big __arg_arena,
 {
 	int ret;
 
-	CHECK_ARGS("bmp_subset", bits, big, small, small);
+	if (!args_ok(__func__, bits, big, small, small))
+		return -EINVAL;
 	ret = bmp_find(bits, big, small, BMP_Q_SUBSET);
 	return ret < 0 ? ret : !ret;
 }
@@ -245,7 +256,8 @@ __weak __noasan int bmp_print(u32 bits, struct arena_bitmap __arena *bmp __arg_a
 	u32 bit, pos, start = 0, cut = 0;
 	bool in_run = false, set;
 
-	CHECK_ARGS("bmp_print", bits, bmp, bmp, bmp);
+	if (!args_ok(__func__, bits, bmp, bmp, bmp))
+		return -EINVAL;
 	asan_check_range((u64)bmp->bits, (bits + BITS_PER_LONG - 1) / BITS_PER_LONG * 8, 0);
 	/*
 	 * Opaque, like a loop counter: the verifier compares loop states by value ranges,

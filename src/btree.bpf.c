@@ -59,29 +59,33 @@ _Static_assert(2 * BT_MIN_KEYS <= BT_MAX_KEYS, "two nodes one short of the minim
 #define BT_DYING	0x42547964u	/* a bt_destroy returned -EAGAIN */
 #define BT_FREED_LEVEL	0xffff		/* written into a node bt_destroy frees */
 
-#define CHECK_TREE(fn, bt)							\
-	do {									\
-		arena_subprog_init();						\
-		if (bt)								\
-			BT_ASAN_CHECK(bt, sizeof(struct btree));		\
-		if (!(bt) || (bt)->magic != BT_MAGIC) {				\
-			arena_stderr("%s: %llx is not a live tree", fn, (u64)(bt)); \
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* bt is a live tree; if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool tree_ok(const char *fn, btree_t *bt)
+{
+	arena_subprog_init();
+	if (bt)
+		BT_ASAN_CHECK(bt, sizeof(struct btree));
+	if (!bt || bt->magic != BT_MAGIC) {
+		arena_stderr("%s: %llx is not a live tree", fn, (u64)bt);
+		return false;
+	}
+	return true;
+}
 
-#define CHECK_CURSOR(fn, c)							\
-	do {									\
-		if (!(c)) {							\
-			arena_stderr("%s: no cursor", fn);			\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* The caller passed a cursor; if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool cursor_ok(const char *fn, struct bt_cursor *c)
+{
+	if (!c) {
+		arena_stderr("%s: no cursor", fn);
+		return false;
+	}
+	return true;
+}
 
 #define DAMAGED(fn, bt, n)							\
 	({									\
-		arena_stderr("%s: tree %llx is damaged at node %llx "		\
-			     "(level, fill or links)", fn, (u64)(bt), (u64)(n));	\
+		arena_stderr("%s: tree %llx is damaged at node %llx (level, fill or links)", \
+			     fn, (u64)(bt), (u64)(n));				\
 		-EUCLEAN;							\
 	})
 
@@ -100,7 +104,11 @@ static __always_inline u32 search(btnode_t *n, u64 key, bool le)
 	u64 __arena *k = n->keys;
 	u32 i = 0;
 
-#define HALVE(w)	if (le ? k[i + (w) - 1] <= key : k[i + (w) - 1] < key) i += (w)
+#define HALVE(w)								\
+	do {									\
+		if (le ? k[i + (w) - 1] <= key : k[i + (w) - 1] < key)		\
+			i += (w);						\
+	} while (0)
 #if BT_SEARCH_STEPS >= 8
 	HALVE(128);
 #endif
@@ -206,14 +214,19 @@ __weak int __bt_shift(struct bt_node __arena *n __arg_arena, u32 from, int delta
 		ds = s + delta;
 		for (i = cnt / 4; i && can_loop; i--) {
 			k -= 4, s -= 4, dk -= 4, ds -= 4;
-			dk[3] = k[3], ds[3] = s[3];
-			dk[2] = k[2], ds[2] = s[2];
-			dk[1] = k[1], ds[1] = s[1];
-			dk[0] = k[0], ds[0] = s[0];
+			dk[3] = k[3];
+			ds[3] = s[3];
+			dk[2] = k[2];
+			ds[2] = s[2];
+			dk[1] = k[1];
+			ds[1] = s[1];
+			dk[0] = k[0];
+			ds[0] = s[0];
 		}
 		for (i = cnt % 4; i && can_loop; i--) {
 			k--, s--, dk--, ds--;
-			dk[0] = k[0], ds[0] = s[0];
+			dk[0] = k[0];
+			ds[0] = s[0];
 		}
 	} else if (delta < 0) {
 		k += from;
@@ -221,14 +234,19 @@ __weak int __bt_shift(struct bt_node __arena *n __arg_arena, u32 from, int delta
 		dk = k + delta;
 		ds = s + delta;
 		for (i = cnt / 4; i && can_loop; i--) {
-			dk[0] = k[0], ds[0] = s[0];
-			dk[1] = k[1], ds[1] = s[1];
-			dk[2] = k[2], ds[2] = s[2];
-			dk[3] = k[3], ds[3] = s[3];
+			dk[0] = k[0];
+			ds[0] = s[0];
+			dk[1] = k[1];
+			ds[1] = s[1];
+			dk[2] = k[2];
+			ds[2] = s[2];
+			dk[3] = k[3];
+			ds[3] = s[3];
 			k += 4, s += 4, dk += 4, ds += 4;
 		}
 		for (i = cnt % 4; i && can_loop; i--) {
-			dk[0] = k[0], ds[0] = s[0];
+			dk[0] = k[0];
+			ds[0] = s[0];
 			k++, s++, dk++, ds++;
 		}
 		for (i = nr + delta; i < nr && can_loop; i++)
@@ -508,11 +526,12 @@ __weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, b
 	u32 pos;
 	int ret;
 
-	CHECK_TREE("bt_insert", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	if (!bt->root) {
 		leaf = node_new(0);
 		if (!leaf) {
-			arena_stderr("bt_insert: out of memory for key %llu", key);
+			arena_stderr("%s: out of memory for key %llu", __func__, key);
 			return -ENOMEM;
 		}
 		leaf->keys[0] = key;
@@ -682,7 +701,8 @@ __weak int bt_remove(struct btree __arena *bt __arg_arena, u64 key)
 	btnode_t *leaf, *bad = NULL;
 	u32 pos;
 
-	CHECK_TREE("bt_remove", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	if (!bt->root)
 		return -ENOENT;
 	leaf = descend(bt, key, BT_PATH, &bad);
@@ -701,7 +721,8 @@ __weak int bt_find(struct btree __arena *bt __arg_arena, u64 key, u64 *value)
 	btnode_t *leaf, *bad = NULL;
 	u32 pos;
 
-	CHECK_TREE("bt_find", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	if (!bt->root)
 		return -ENOENT;
 	leaf = descend(bt, key, BT_LOOKUP, &bad);
@@ -717,7 +738,8 @@ __weak int bt_find(struct btree __arena *bt __arg_arena, u64 key, u64 *value)
 
 __weak s64 bt_count(struct btree __arena *bt __arg_arena)
 {
-	CHECK_TREE("bt_count", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	return bt->count;
 }
 
@@ -743,13 +765,15 @@ static __always_inline int pop(btree_t *bt, int dir, u64 *key, u64 *value, const
 
 __weak int bt_pop_first(struct btree __arena *bt __arg_arena, u64 *key, u64 *value)
 {
-	CHECK_TREE("bt_pop_first", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	return pop(bt, 0, key, value, "bt_pop_first");
 }
 
 __weak int bt_pop_last(struct btree __arena *bt __arg_arena, u64 *key, u64 *value)
 {
-	CHECK_TREE("bt_pop_last", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	return pop(bt, 1, key, value, "bt_pop_last");
 }
 
@@ -782,7 +806,8 @@ __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 	bool end = false;
 	u64 last;
 
-	CHECK_TREE("bt_range", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	if (!bt->root || lo > hi)
 		return 0;
 	leaf = descend(bt, lo, BT_LOOKUP, &bad);
@@ -875,15 +900,19 @@ static __always_inline int edge(btree_t *bt, int dir, struct bt_cursor *c, const
 
 __weak int bt_first(struct btree __arena *bt __arg_arena, struct bt_cursor *c)
 {
-	CHECK_TREE("bt_first", bt);
-	CHECK_CURSOR("bt_first", c);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
+	if (!cursor_ok(__func__, c))
+		return -EINVAL;
 	return edge(bt, 0, c, "bt_first");
 }
 
 __weak int bt_last(struct btree __arena *bt __arg_arena, struct bt_cursor *c)
 {
-	CHECK_TREE("bt_last", bt);
-	CHECK_CURSOR("bt_last", c);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
+	if (!cursor_ok(__func__, c))
+		return -EINVAL;
 	return edge(bt, 1, c, "bt_last");
 }
 
@@ -902,15 +931,19 @@ static __always_inline int bound(btree_t *bt, u64 key, bool strict, struct bt_cu
 
 __weak int bt_lower_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c)
 {
-	CHECK_TREE("bt_lower_bound", bt);
-	CHECK_CURSOR("bt_lower_bound", c);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
+	if (!cursor_ok(__func__, c))
+		return -EINVAL;
 	return bound(bt, key, false, c, "bt_lower_bound");
 }
 
 __weak int bt_upper_bound(struct btree __arena *bt __arg_arena, u64 key, struct bt_cursor *c)
 {
-	CHECK_TREE("bt_upper_bound", bt);
-	CHECK_CURSOR("bt_upper_bound", c);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
+	if (!cursor_ok(__func__, c))
+		return -EINVAL;
 	return bound(bt, key, true, c, "bt_upper_bound");
 }
 
@@ -926,11 +959,13 @@ __weak int bt_cursor_step(struct bt_cursor *c, int dir)
 	btree_t *bt;
 	u32 idx;
 
-	CHECK_CURSOR(fn, c);
+	if (!cursor_ok(fn, c))
+		return -EINVAL;
 	bt = c->bt;
 	leaf = c->leaf;
 	idx = c->idx;
-	CHECK_TREE(fn, bt);
+	if (!tree_ok(fn, bt))
+		return -EINVAL;
 	if (!leaf)
 		return -ENOENT;
 	if (c->gen != bt->gen) {
@@ -1013,7 +1048,7 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 
 	arena_subprog_init();
 	if (!bt || (bt->magic != BT_MAGIC && bt->magic != BT_DYING)) {
-		arena_stderr("bt_destroy: %llx is not a live tree", (u64)bt);
+		arena_stderr("%s: %llx is not a live tree", __func__, (u64)bt);
 		return -EINVAL;
 	}
 	height = bt->height;
@@ -1061,7 +1096,7 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		if (++freed >= BT_DESTROY_MAX) {
 			bt->depth = l;
 			bt->pad = false;
-			arena_stdout("bt_destroy: freed %u nodes, %llu left: call again", freed,
+			arena_stdout("%s: freed %u nodes, %llu left: call again", __func__, freed,
 				     bt->nr_nodes);
 			return -EAGAIN;
 		}
@@ -1153,7 +1188,8 @@ __weak int bt_integrity_check(struct btree __arena *bt __arg_arena)
 	u32 l, height;
 	int fault, down = 1;
 
-	CHECK_TREE("bt_integrity_check", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	height = bt->height;
 	if (!bt->root) {
 		if (height || bt->count || bt->nr_nodes)
@@ -1208,7 +1244,7 @@ __weak int bt_integrity_check(struct btree __arena *bt __arg_arena)
 out:
 	if (!what)
 		return 0;
-	arena_stderr("bt_integrity_check: tree %llx: %s, at node %llx", (u64)bt, what, (u64)n);
+	arena_stderr("%s: tree %llx: %s, at node %llx", __func__, (u64)bt, what, (u64)n);
 	return -EUCLEAN;
 }
 
@@ -1218,7 +1254,8 @@ __weak int bt_print(struct btree __arena *bt __arg_arena)
 	btnode_t *n;
 	int down = 1;
 
-	CHECK_TREE("bt_print", bt);
+	if (!tree_ok(__func__, bt))
+		return -EINVAL;
 	height = bt->height;
 	arena_stdout("btree %llx: %llu keys, %llu nodes of %u bytes, height %u", (u64)bt,
 		     bt->count, bt->nr_nodes, (u32)BT_NODE_SIZE, height);

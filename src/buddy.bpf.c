@@ -460,8 +460,8 @@ static __noinline int add_chunk(struct buddy __arena *b)
 		if (data && meta) {
 			/* Before the block is on a list: nobody may have it yet. */
 			/* With the granule before it (the heap's window is below slot 0). */
-			asan_hook_map((u64)data - ASAN_SHADOW_SCALE, BUDDY_CHUNK_SIZE + ASAN_SHADOW_SCALE,
-				      ASAN_UNALLOCATED);
+			asan_hook_map((u64)data - ASAN_SHADOW_SCALE,
+				      BUDDY_CHUNK_SIZE + ASAN_SHADOW_SCALE, ASAN_UNALLOCATED);
 			asan_hook_poison((u64)data, BUDDY_CHUNK_SIZE, ASAN_UNALLOCATED);
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
 			buddy_registry.in_use[slot & (BUDDY_NR_SLOTS - 1)] = 0;
@@ -530,6 +530,7 @@ static __noinline int init_one(struct buddy __arena *b)
 	b->stats.lazy_frees = b->stats.coalesces = 0;
 	err = add_chunk(b);
 	if (err) {
+		/* Unclaimed after this attempt's stores: the next claimer's swap sees them. */
 		smp_store_release(&b->magic, 0);
 		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
 		return -ENOMEM;
@@ -713,8 +714,9 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 		} else if (bad) {
 			asan_hook_bad_free(addr, ASAN_INVALID_FREE);
 			atomic_add(&b->stats.bad_calls, 1);
-			arena_stderr("%s: %llx was not allocated by %llx "
-				     "(foreign pointer or double free)", who, addr, (u64)b);
+			arena_stderr(
+				"%s: %llx was not allocated by %llx (foreign pointer or double free)",
+				who, addr, (u64)b);
 		}
 		return bad ? bad : 0;
 	}
@@ -862,7 +864,7 @@ __weak int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares)
 
 	arena_subprog_init();
 	if (!buddy_ready(b)) {
-		arena_stderr("buddy_reserve: %llx is not an initialised allocator", (u64)b);
+		arena_stderr("%s: %llx is not an initialised allocator", __func__, (u64)b);
 		return -EINVAL;
 	}
 	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {

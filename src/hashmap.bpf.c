@@ -19,14 +19,17 @@
 #define FREE_CHUNK	(1u << 20)	/* nodes one call of free_chain() frees */
 #define HMAP_RESERVE_TRIES	4	/* doublings hmap_reserve() tries that find no memory */
 
-#define CHECK_MAP(fn, m)							\
-	do {									\
-		arena_subprog_init();						\
-		if (!(m) || smp_load_acquire(&(m)->magic) != HMAP_MAGIC) {	\
-			arena_stderr("%s: %llx is not a live map", fn, (u64)(m));	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* m is a live map; if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool map_ok(const char *fn, struct hmap __arena *m)
+{
+	arena_subprog_init();
+	/* The magic before the other fields: pairs with the release in hmap_create_addr(). */
+	if (!m || smp_load_acquire(&m->magic) != HMAP_MAGIC) {
+		arena_stderr("%s: %llx is not a live map", fn, (u64)m);
+		return false;
+	}
+	return true;
+}
 
 enum write_op { HM_INSERT, HM_UPDATE, HM_UPSERT, HM_DELETE };
 
@@ -84,6 +87,7 @@ static __always_inline __noasan hmap_node_ptr sentinel_of(struct hmap __arena *m
 /* The sentinel of the bucket that holds hash, with the map's bits now; NULL if damaged. */
 static __always_inline __noasan hmap_node_ptr bucket_start(struct hmap __arena *m, u64 hash)
 {
+	/* bits before its buckets' sentinels: pairs with the release in hmap_grow(). */
 	u32 base_bits = m->base_bits, bits = map_bits(smp_load_acquire(&m->bits), base_bits);
 
 	if (!bits)
@@ -100,10 +104,14 @@ static __always_inline __noasan hmap_node_ptr bucket_start(struct hmap __arena *
 static __always_inline __noasan hmap_node_ptr walk_from(hmap_node_ptr start, u32 *gen,
 							 u32 *kind, u64 *hash)
 {
+	/*
+	 * Each load before the next, as in read_first(); the link last, pairing with the
+	 * release store that linked the node after.
+	 */
 	*gen = smp_load_acquire(&start->gen);
-	*kind = smp_load_acquire(&start->kind);
-	*hash = smp_load_acquire(&start->hash);
-	return smp_load_acquire(&start->next);
+	*kind = smp_load_acquire(&start->kind);	/* after gen */
+	*hash = smp_load_acquire(&start->hash);	/* after kind */
+	return smp_load_acquire(&start->next);	/* after hash */
 }
 
 /*
@@ -136,12 +144,13 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 			return -ENOENT;	/* pred was live and last */
 		/*
 		 * Acquire loads, each ordered before the next (on x86-64 plain loads): the fields
-		 * between the two loads of gen, as a seqcount's reader.
+		 * between the two loads of gen, as a seqcount's reader. next pairs with the
+		 * release store that linked the node after.
 		 */
 		gen = smp_load_acquire(&node->gen);
-		nh = smp_load_acquire(&node->hash);
-		kind = smp_load_acquire(&node->kind);
-		next = smp_load_acquire(&node->next);
+		nh = smp_load_acquire(&node->hash);	/* after gen */
+		kind = smp_load_acquire(&node->kind);	/* after hash */
+		next = smp_load_acquire(&node->next);	/* after kind */
 		if (node == start || nh < prev || (nh == prev && kind <= pred_kind)) {
 			/* Out of order: reused under us, or a list user space wrote over. */
 			disorder = true;
@@ -149,7 +158,9 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 		}
 		hit = kind == HMAP_ENTRY && nh >= hash;
 		if (hit) {
+			/* The value after the fields above, before gen is read again. */
 			v = smp_load_acquire(&node->val);
+			/* gen again, after the value: the same even gen, the same entry. */
 			if ((gen & 1) || smp_load_acquire(&node->gen) != gen)
 				goto restart;	/* deleted, reused or not yet whole */
 			if (nh == hash) {
@@ -160,13 +171,17 @@ static __always_inline __noasan int read_first(struct hmap __arena *m, u64 hash,
 		}
 		if (hit || nh > hash) {
 			/*
-			 * Past hash: nothing between pred and node at this moment, if pred, still in
-			 * the life we read (its link first, then its gen, as a seqcount's reader),
-			 * still points at node, still in its own.
+			 * Past hash: nothing between pred and node at this moment, if pred, still
+			 * in the life we read (its link first, then its gen, as a seqcount's
+			 * reader), still points at node, still in its own.
 			 */
-			if (smp_load_acquire(&pred->next) != node || (pred_gen & 1) ||
-			    smp_load_acquire(&pred->gen) != pred_gen || (gen & 1) ||
-			    smp_load_acquire(&node->gen) != gen)
+			if (smp_load_acquire(&pred->next) != node || (pred_gen & 1))
+				goto restart;
+			/* pred's gen after its link, as a seqcount reader's second load. */
+			if (smp_load_acquire(&pred->gen) != pred_gen || (gen & 1))
+				goto restart;
+			/* node's gen last, after everything read of pred and of node. */
+			if (smp_load_acquire(&node->gen) != gen)
 				goto restart;
 			if (lookup)
 				return -ENOENT;
@@ -259,6 +274,7 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				 * readers on it start over.
 				 */
 				WRITE_ONCE(node->gen, node->gen + 1);
+				/* After gen went odd: a reader led here by the new link sees it. */
 				smp_store_release(&node->next, s->free);
 				WRITE_ONCE(s->free, node);
 				s->nr_free++;
@@ -285,9 +301,10 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				 * reader that sees a new field sees gen odd or even again.
 				 */
 				smp_store_release(&fresh->hash, hash);
-				smp_store_release(&fresh->val, val);
-				smp_store_release(&fresh->kind, HMAP_ENTRY);
-				smp_store_release(&fresh->next, pred->next);
+				smp_store_release(&fresh->val, val);	/* after hash */
+				smp_store_release(&fresh->kind, HMAP_ENTRY);	/* after val */
+				smp_store_release(&fresh->next, pred->next);	/* after kind */
+				/* Linked once whole: pairs with the readers' acquire of next. */
 				smp_store_release(&pred->next, fresh);
 				/*
 				 * Even only once linked: a reader that meets it odd starts over,
@@ -297,7 +314,8 @@ static __always_inline __noasan int write_locked(struct hmap_stripe __arena *s,
 				WRITE_ONCE(s->count, s->count + 1);
 				ret = WR_DONE;
 			} else {
-				ret = WR_NEED_NODE;	/* another insert took the free node we saw */
+				/* another insert took the free node we saw */
+				ret = WR_NEED_NODE;
 			}
 		}
 	}
@@ -341,7 +359,8 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 	hmap_node_ptr start, spare;
 	int ret = WR_NEED_NODE, try;
 
-	CHECK_MAP(fn, m);
+	if (!map_ok(fn, m))
+		return -EINVAL;
 	s = &m->stripes[stripe_of(hash)];
 	/*
 	 * A node for a new entry is allocated before the lock when none waits for reuse. If
@@ -428,7 +447,8 @@ __weak __noasan int hmap_lookup(struct hmap __arena *m __arg_arena, u64 key, u64
 	u64 hash = hmap_hash(key), found = 0, v = 0;
 	int ret;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
 	ret = read_first(m, hash, true, &found, &v);
 	if (!ret && val)
 		*val = v;
@@ -444,7 +464,8 @@ __weak __noasan int hmap_iter(struct hmap __arena *m __arg_arena, struct hmap_cu
 	u64 found = 0, v = 0;
 	int ret;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
 	if (!cursor) {
 		arena_stderr("%s: no cursor", __func__);
 		return -EINVAL;
@@ -477,7 +498,8 @@ __weak __noasan s64 hmap_count(struct hmap __arena *m __arg_arena)
 	s64 sum = 0;
 	u32 i;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
 	for (i = zero; i < HMAP_STRIPES && can_loop; i++)
 		sum += READ_ONCE(m->stripes[i].count);
 	return sum;
@@ -487,7 +509,9 @@ __weak __noasan s64 hmap_buckets(struct hmap __arena *m __arg_arena)
 {
 	u32 bits;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
+	/* Pairs with the release of bits in hmap_grow(). */
 	bits = map_bits(smp_load_acquire(&m->bits), m->base_bits);
 	return bits ? 1ll << bits : -EFAULT;
 }
@@ -585,6 +609,7 @@ static __noinline __noasan int link_one(hmap_node_ptr pred, hmap_node_ptr sent)
 		/* Before the first node past the sentinel's place: (hash, kind) order. */
 		if (!next || next->hash > sh || (next->hash == sh && next->kind == HMAP_ENTRY)) {
 			WRITE_ONCE(sent->next, next);
+			/* sent's link before sent is reachable: pairs with the readers' acquire. */
 			smp_store_release(&pred->next, sent);
 			return 0;
 		}
@@ -623,7 +648,8 @@ __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 	u32 s, bits;
 	int ret = 0;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
 	if (cmpxchg(&m->growing, 0, 1) != 0)
 		return -EBUSY;
 	bits = map_bits(m->bits, m->base_bits);
@@ -664,6 +690,7 @@ __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 out:
 	if (ret == -EFAULT)
 		arena_stderr("hmap: map %llx is damaged: no doubling", (u64)m);
+	/* This doubling's stores before the next grower's compare-and-swap of growing. */
 	smp_store_release(&m->growing, 0);
 	return ret;
 }
@@ -674,11 +701,13 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 	u64 nr, pieces;
 	int ret;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
 	/* Buckets for capacity entries at HMAP_LOAD per bucket: a power of two. */
 	while (want < HMAP_MAX_BITS && ((u64)HMAP_LOAD << want) < capacity && can_loop)
 		want++;
 	for (i = zero; i < HMAP_MAX_BITS + HMAP_RESERVE_TRIES && can_loop; i++) {
+		/* Pairs with hmap_grow()'s release: the buckets of bits are linked. */
 		bits = map_bits(smp_load_acquire(&m->bits), m->base_bits);
 		if (!bits)
 			return -EFAULT;
@@ -704,6 +733,7 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		if (ret)
 			return ret;
 	}
+	/* The doublings of this call or another, as hmap_grow() released them. */
 	if (map_bits(smp_load_acquire(&m->bits), m->base_bits) < want)
 		return -EAGAIN;
 	/* And room on this CPU for the entries to come: a bulk build needs nothing more. */
@@ -744,11 +774,13 @@ __weak __noasan u64 hmap_create_addr(u32 capacity)
 		goto nomem;
 	}
 	m->bits = bits;
+	/* Every field before the magic, which map_ok() reads with an acquire. */
 	smp_store_release(&m->magic, HMAP_MAGIC);
 	return (u64)m;
 nomem:
-	arena_stderr("hmap_create: out of memory for %u entries (a sleepable program may "
-		     "create a small map and hmap_reserve() it)", capacity);
+	arena_stderr(
+		"hmap_create: out of memory for %u entries (a sleepable program may create a small map and hmap_reserve() it)",
+		capacity);
 	return 0;
 }
 
@@ -784,7 +816,8 @@ __weak __noasan int hmap_destroy(struct hmap __arena *m __arg_arena)
 	int ret = 0;
 	u32 i;
 
-	CHECK_MAP(__func__, m);
+	if (!map_ok(__func__, m))
+		return -EINVAL;
 	if (cmpxchg(&m->growing, 0, 1) != 0) {
 		arena_stderr("%s: map %llx is growing: in use", __func__, (u64)m);
 		return -EBUSY;

@@ -96,6 +96,7 @@ __weak int arena_log_commit(int stream, struct arena_log_line *line, long n)
 
 	for (k = zero; k < nslots && can_loop; k++) {
 		slot = &log->slots[(pos + k) & (ARENA_LOG_SLOTS - 1)];
+		/* The text and header before the commit: pairs with the reader's acquire. */
 		smp_store_release(&slot->seq, pos + k + 1);
 	}
 	atomic_add(&log->written, 1);

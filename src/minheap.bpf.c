@@ -10,14 +10,16 @@
 #include <libarena/minheap.h>
 #include <libarena/heap.h>
 
-#define CHECK_HEAP(fn, h)							\
-	do {									\
-		arena_subprog_init();						\
-		if (!(h) || (h)->magic != MINHEAP_MAGIC) {			\
-			arena_stderr(fn ": %llx is not a live heap", (u64)(h));	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* h is a live heap; if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool heap_ok(const char *fn, struct minheap __arena *h)
+{
+	arena_subprog_init();
+	if (!h || h->magic != MINHEAP_MAGIC) {
+		arena_stderr("%s: %llx is not a live heap", fn, (u64)h);
+		return false;
+	}
+	return true;
+}
 
 /* Under the lock: failures to report once it is let go. */
 enum { FAULT_NONE, FAULT_COUNT, FAULT_SLOT };
@@ -177,6 +179,7 @@ __weak __noasan u64 minheap_create_addr(u32 capacity)
 		goto nomem;
 	h->capacity = capacity;
 	h->nr_free = capacity;
+	/* Every field before the magic that tells the other calls the heap is live. */
 	smp_store_release(&h->magic, MINHEAP_MAGIC);
 	return (u64)h;
 nomem:
@@ -194,7 +197,8 @@ __weak __noasan int minheap_destroy(struct minheap __arena *h __arg_arena)
 {
 	int ret;
 
-	CHECK_HEAP("minheap_destroy", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	ret = lock_heap(h);
 	if (ret)
 		return ret;
@@ -213,7 +217,8 @@ __weak __noasan s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 ke
 	u32 slot, i;
 	s64 ret;
 
-	CHECK_HEAP("minheap_insert", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	ret = lock_heap(h);
 	if (ret)
 		return ret;
@@ -222,7 +227,8 @@ __weak __noasan s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 ke
 		ret = -EFAULT;
 	} else if (h->count < h->capacity && h->nr_free) {
 		h->nr_free--;
-		slot = h->free[h->nr_free & (MINHEAP_MAX_CAPACITY - 1)] & (MINHEAP_MAX_CAPACITY - 1);
+		slot = h->free[h->nr_free & (MINHEAP_MAX_CAPACITY - 1)] &
+		       (MINHEAP_MAX_CAPACITY - 1);
 		s = &h->slots[slot];
 		i = h->count++;
 		e = &h->entries[i];
@@ -244,7 +250,8 @@ __weak __noasan int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key
 {
 	int ret;
 
-	CHECK_HEAP("minheap_peek", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	ret = lock_heap(h);
 	if (ret)
 		return ret;
@@ -268,7 +275,8 @@ __weak __noasan int minheap_pop(struct minheap __arena *h __arg_arena, u64 *key,
 {
 	int ret;
 
-	CHECK_HEAP("minheap_pop", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	ret = lock_heap(h);
 	if (ret)
 		return ret;
@@ -291,7 +299,8 @@ __weak __noasan int minheap_remove(struct minheap __arena *h __arg_arena, s64 ha
 {
 	int ret;
 
-	CHECK_HEAP("minheap_remove", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	ret = lock_heap(h);
 	if (ret)
 		return ret;
@@ -304,7 +313,7 @@ __weak __noasan int minheap_remove(struct minheap __arena *h __arg_arena, s64 ha
 	if (ret == -EFAULT)
 		report_damage("minheap_remove", h);
 	else if (ret == -EINVAL)
-		arena_stderr("minheap_remove: handle %lld is not one of heap %llx", handle, (u64)h);
+		arena_stderr("%s: handle %lld is not one of heap %llx", __func__, handle, (u64)h);
 	return ret;
 }
 
@@ -314,7 +323,8 @@ __weak __noasan int minheap_update(struct minheap __arena *h __arg_arena, s64 ha
 	int ret;
 	u32 i;
 
-	CHECK_HEAP("minheap_update", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	ret = lock_heap(h);
 	if (ret)
 		return ret;
@@ -332,12 +342,13 @@ __weak __noasan int minheap_update(struct minheap __arena *h __arg_arena, s64 ha
 	if (ret == -EFAULT)
 		report_damage("minheap_update", h);
 	else if (ret == -EINVAL)
-		arena_stderr("minheap_update: handle %lld is not one of heap %llx", handle, (u64)h);
+		arena_stderr("%s: handle %lld is not one of heap %llx", __func__, handle, (u64)h);
 	return ret;
 }
 
 __weak __noasan int minheap_count(struct minheap __arena *h __arg_arena)
 {
-	CHECK_HEAP("minheap_count", h);
+	if (!heap_ok(__func__, h))
+		return -EINVAL;
 	return READ_ONCE(h->count);
 }

@@ -10,14 +10,16 @@
 #include <libarena/mpmcq.h>
 #include <libarena/heap.h>
 
-#define CHECK_QUEUE(fn, q)							\
-	do {									\
-		arena_subprog_init();						\
-		if (!(q) || (q)->magic != MPMCQ_MAGIC) {			\
-			arena_stderr(fn ": %llx is not a live queue", (u64)(q));	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* q is a live queue; if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool queue_ok(const char *fn, struct mpmcq __arena *q)
+{
+	arena_subprog_init();
+	if (!q || q->magic != MPMCQ_MAGIC) {
+		arena_stderr("%s: %llx is not a live queue", fn, (u64)q);
+		return false;
+	}
+	return true;
+}
 
 __weak u64 mpmcq_create_addr(u32 capacity)
 {
@@ -59,7 +61,8 @@ __weak u64 mpmcq_create_addr(u32 capacity)
 
 __weak int mpmcq_destroy(struct mpmcq __arena *q __arg_arena)
 {
-	CHECK_QUEUE("mpmcq_destroy", q);
+	if (!queue_ok(__func__, q))
+		return -EINVAL;
 	q->magic = 0;
 	arena_free(q->cells);
 	q->cells = NULL;
@@ -72,32 +75,35 @@ __weak int mpmcq_push(struct mpmcq __arena *q __arg_arena, u64 val)
 	u64 pos, seq, mask, seen;
 	s64 diff;
 
-	CHECK_QUEUE("mpmcq_push", q);
+	if (!queue_ok(__func__, q))
+		return -EINVAL;
 	mask = q->mask;
 	pos = READ_ONCE(q->tail);
 	while (can_loop) {
 		cell = &q->cells[pos & mask];
+		/* seq before the cell is written: pairs with the pop's release that freed it. */
 		seq = smp_load_acquire(&cell->seq);
 		diff = (s64)(seq - pos);
 		if (diff == 0) {
 			seen = cmpxchg(&q->tail, pos, pos + 1);
 			if (seen == pos) {
 				WRITE_ONCE(cell->val, val);
+				/* The value before the seq that publishes it to mpmcq_pop(). */
 				smp_store_release(&cell->seq, pos + 1);
 				return 0;
 			}
 			pos = seen;		/* another producer took pos */
-		} else if (diff < 0) {
-			/* The cell still holds the value of position pos - capacity. */
-			return -ENOSPC;
-		} else {
+		} else if (diff > 0) {
 			seen = READ_ONCE(q->tail);
 			if (seen == pos) {
-				arena_stderr("mpmcq_push: queue %llx is broken: tail %llu, cell seq %llu",
-					     (u64)q, pos, seq);
+				arena_stderr("%s: queue %llx is broken: tail %llu, cell seq %llu",
+					     __func__, (u64)q, pos, seq);
 				return -EFAULT;
 			}
 			pos = seen;
+		} else {
+			/* The cell still holds the value of position pos - capacity. */
+			return -ENOSPC;
 		}
 	}
 	return -EAGAIN;
@@ -109,15 +115,17 @@ __weak int mpmcq_pop(struct mpmcq __arena *q __arg_arena, u64 *val)
 	u64 pos, seq, mask, seen, v;
 	s64 diff;
 
-	CHECK_QUEUE("mpmcq_pop", q);
+	if (!queue_ok(__func__, q))
+		return -EINVAL;
 	if (!val) {
-		arena_stderr("mpmcq_pop: NULL val");
+		arena_stderr("%s: NULL val", __func__);
 		return -EINVAL;
 	}
 	mask = q->mask;
 	pos = READ_ONCE(q->head);
 	while (can_loop) {
 		cell = &q->cells[pos & mask];
+		/* seq before the value: pairs with the release in mpmcq_push(). */
 		seq = smp_load_acquire(&cell->seq);
 		diff = (s64)(seq - (pos + 1));
 		if (diff == 0) {
@@ -130,17 +138,17 @@ __weak int mpmcq_pop(struct mpmcq __arena *q __arg_arena, u64 *val)
 				return 0;
 			}
 			pos = seen;		/* another consumer took pos */
-		} else if (diff < 0) {
-			/* Position pos is not pushed (or not yet published). */
-			return -ENOENT;
-		} else {
+		} else if (diff > 0) {
 			seen = READ_ONCE(q->head);
 			if (seen == pos) {
-				arena_stderr("mpmcq_pop: queue %llx is broken: head %llu, cell seq %llu",
-					     (u64)q, pos, seq);
+				arena_stderr("%s: queue %llx is broken: head %llu, cell seq %llu",
+					     __func__, (u64)q, pos, seq);
 				return -EFAULT;
 			}
 			pos = seen;
+		} else {
+			/* Position pos is not pushed (or not yet published). */
+			return -ENOENT;
 		}
 	}
 	return -EAGAIN;
@@ -150,7 +158,8 @@ __weak int mpmcq_count(struct mpmcq __arena *q __arg_arena)
 {
 	u64 head, tail, cap;
 
-	CHECK_QUEUE("mpmcq_count", q);
+	if (!queue_ok(__func__, q))
+		return -EINVAL;
 	cap = q->mask + 1;
 	head = READ_ONCE(q->head);
 	tail = READ_ONCE(q->tail);
@@ -161,6 +170,7 @@ __weak int mpmcq_count(struct mpmcq __arena *q __arg_arena)
 
 __weak int mpmcq_capacity(struct mpmcq __arena *q __arg_arena)
 {
-	CHECK_QUEUE("mpmcq_capacity", q);
+	if (!queue_ok(__func__, q))
+		return -EINVAL;
 	return (int)(q->mask + 1);
 }

@@ -19,7 +19,7 @@ __weak int mpsc_init(struct mpsc_queue __arena *q __arg_arena)
 {
 	arena_subprog_init();
 	if (!q) {
-		arena_stderr("mpsc_init: NULL queue");
+		arena_stderr("%s: NULL queue", __func__);
 		return -EINVAL;
 	}
 	q->ready = q->ready_last = q->rest = q->later = q->later_last = 0;
@@ -35,12 +35,13 @@ __weak int mpsc_push(struct mpsc_queue __arena *q __arg_arena,
 
 	arena_subprog_init();
 	if (!q || !node) {
-		arena_stderr("mpsc_push: NULL %s", q ? "node" : "queue");
+		arena_stderr("%s: NULL %s", __func__, q ? "node" : "queue");
 		return -EINVAL;
 	}
 	WRITE_ONCE(node->next, MPSC_LINKING);
 	/* A full barrier: the node's contents before it can be reached. */
 	prev = xchg(&q->head, (u64)node);
+	/* The link replaces MPSC_LINKING: pairs with the acquire in link_of(). */
 	smp_store_release(&node->next, prev);
 	return 0;
 }
@@ -48,11 +49,13 @@ __weak int mpsc_push(struct mpsc_queue __arena *q __arg_arena,
 /* A node's link once its producer wrote it; MPSC_LINKING if it has not yet. */
 static __always_inline u64 link_of(struct mpsc_node __arena *n)
 {
+	/* The link before the node it leads to: pairs with the release in mpsc_push(). */
 	u64 next = smp_load_acquire(&n->next);
 	u32 i;
 
 	for (i = zero; next == MPSC_LINKING && i < MPSC_LINK_WAIT && can_loop; i++) {
 		arena_cpu_relax();
+		/* Again: the producer is between its exchange and its release. */
 		next = smp_load_acquire(&n->next);
 	}
 	return next;
@@ -140,7 +143,7 @@ __weak int mpsc_empty(struct mpsc_queue __arena *q __arg_arena)
 {
 	arena_subprog_init();
 	if (!q) {
-		arena_stderr("mpsc_empty: NULL queue");
+		arena_stderr("%s: NULL queue", __func__);
 		return -EINVAL;
 	}
 	return !READ_ONCE(q->head) && !READ_ONCE(q->ready) && !READ_ONCE(q->rest) &&

@@ -21,22 +21,28 @@
 
 typedef struct rbnode __arena rbnode_t;
 
-#define CHECK_TREE(fn, t)							\
-	do {									\
-		arena_subprog_init();						\
-		if (!(t) || (t)->magic != RB_MAGIC) {				\
-			arena_stderr(fn ": %llx is not a live tree", (u64)(t));	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* t is a live tree; if not, fn logs it and fails (-EINVAL, or NULL for the _addr calls). */
+static __always_inline bool tree_ok(const char *fn, struct rbtree __arena *t)
+{
+	arena_subprog_init();
+	if (!t || t->magic != RB_MAGIC) {
+		arena_stderr("%s: %llx is not a live tree", fn, (u64)t);
+		return false;
+	}
+	return true;
+}
 
-#define CHECK_MODE(fn, t, mode)							\
-	do {									\
-		if ((t)->alloc != (mode)) {					\
-			arena_stderr(fn ": tree %llx is not " #mode, (u64)(t));	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* t allocates its nodes as the call needs (mode); if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool mode_ok(const char *fn, struct rbtree __arena *t,
+				    enum rbtree_alloc mode)
+{
+	if (t->alloc != mode) {
+		arena_stderr("%s: tree %llx is not %s", fn, (u64)t,
+			     mode == RB_ALLOC ? "RB_ALLOC" : "RB_NOALLOC");
+		return false;
+	}
+	return true;
+}
 
 #define BROKEN(fn, t)								\
 	({									\
@@ -55,9 +61,9 @@ typedef struct rbnode __arena rbnode_t;
  * siblings and their children, and the node being linked (rb_insert_node checks it).
  */
 #ifdef LIBARENA_ASAN
-#define __rebalance static __noinline __noasan
+#define __rebalance __noinline
 #else
-#define __rebalance static __always_inline
+#define __rebalance __always_inline
 #endif
 
 static __always_inline bool is_red(rbnode_t *n)
@@ -143,8 +149,8 @@ static __always_inline int descend(struct rbtree __arena *t, u64 key, rbnode_t *
  *       /                                \
  *     n(R)                               u(B)
  */
-__rebalance int link_node(struct rbtree __arena *t, rbnode_t *node, rbnode_t *parent,
-			  int dir)
+static __rebalance __noasan int link_node(struct rbtree __arena *t, rbnode_t *node,
+					  rbnode_t *parent, int dir)
 {
 	rbnode_t *n = node, *p, *g, *u;
 	int pdir;
@@ -201,7 +207,8 @@ __rebalance int link_node(struct rbtree __arena *t, rbnode_t *node, rbnode_t *pa
  *   w black, far child red: rotate xp towards x, w takes xp's colour, xp and the far
  *                          child turn black: done.
  */
-__rebalance int erase_fixup(struct rbtree __arena *t, rbnode_t *x, rbnode_t *xp, int xdir)
+static __rebalance __noasan int erase_fixup(struct rbtree __arena *t, rbnode_t *x, rbnode_t *xp,
+					    int xdir)
 {
 	rbnode_t *w;
 	u32 i;
@@ -387,11 +394,11 @@ __weak int rb_destroy(struct rbtree __arena *t __arg_arena)
 
 	arena_subprog_init();
 	if (!t || (t->magic != RB_MAGIC && t->magic != RB_DYING)) {
-		arena_stderr("rb_destroy: %llx is not a live tree", (u64)t);
+		arena_stderr("%s: %llx is not a live tree", __func__, (u64)t);
 		return -EINVAL;
 	}
 	if (t->alloc == RB_NOALLOC && t->root) {
-		arena_stderr("rb_destroy: RB_NOALLOC tree %llx still holds %llu nodes",
+		arena_stderr("%s: RB_NOALLOC tree %llx still holds %llu nodes", __func__,
 			     (u64)t, t->nr_nodes);
 		return -EBUSY;
 	}
@@ -420,7 +427,7 @@ __weak int rb_destroy(struct rbtree __arena *t __arg_arena)
 		t->nr_nodes--;
 		n = p;
 		if (++freed >= RB_DESTROY_MAX && t->root) {
-			arena_stdout("rb_destroy: freed %llu nodes, %llu left: call again",
+			arena_stdout("%s: freed %llu nodes, %llu left: call again", __func__,
 				     freed, t->nr_nodes);
 			return -EAGAIN;
 		}
@@ -437,8 +444,10 @@ __weak int rb_insert(struct rbtree __arena *t __arg_arena, u64 key, u64 value)
 	rbnode_t *parent, *found, *node;
 	int dir, ret;
 
-	CHECK_TREE("rb_insert", t);
-	CHECK_MODE("rb_insert", t, RB_ALLOC);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
+	if (!mode_ok(__func__, t, RB_ALLOC))
+		return -EINVAL;
 	ret = descend(t, key, NULL, &parent, &dir, &found);
 	if (ret)
 		return BROKEN("rb_insert", t);
@@ -450,7 +459,7 @@ __weak int rb_insert(struct rbtree __arena *t __arg_arena, u64 key, u64 value)
 	}
 	node = arena_malloc(sizeof(*node));
 	if (!node) {
-		arena_stderr("rb_insert: out of memory for key %llu", key);
+		arena_stderr("%s: out of memory for key %llu", __func__, key);
 		return -ENOMEM;
 	}
 	node->key = key;
@@ -464,15 +473,17 @@ __weak int rb_insert_node(struct rbtree __arena *t __arg_arena,
 	rbnode_t *parent, *found;
 	int dir, ret;
 
-	CHECK_TREE("rb_insert_node", t);
-	CHECK_MODE("rb_insert_node", t, RB_NOALLOC);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
+	if (!mode_ok(__func__, t, RB_NOALLOC))
+		return -EINVAL;
 	if (!node || node == t->root) {
-		arena_stderr("rb_insert_node: bad node %llx for tree %llx", (u64)node, (u64)t);
+		arena_stderr("%s: bad node %llx for tree %llx", __func__, (u64)node, (u64)t);
 		return -EINVAL;
 	}
 	ret = descend(t, node->key, node, &parent, &dir, &found);
 	if (ret == -EEXIST) {
-		arena_stderr("rb_insert_node: node %llx is in tree %llx already", (u64)node,
+		arena_stderr("%s: node %llx is in tree %llx already", __func__, (u64)node,
 			     (u64)t);
 		return -EINVAL;
 	}
@@ -499,8 +510,10 @@ __weak int rb_remove(struct rbtree __arena *t __arg_arena, u64 key)
 {
 	u64 n;
 
-	CHECK_TREE("rb_remove", t);
-	CHECK_MODE("rb_remove", t, RB_ALLOC);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
+	if (!mode_ok(__func__, t, RB_ALLOC))
+		return -EINVAL;
 	n = find_node(t, key);
 	if (n == WALK_BROKEN)
 		return BROKEN("rb_remove", t);
@@ -518,13 +531,15 @@ __weak int rb_remove_node(struct rbtree __arena *t __arg_arena,
 	rbnode_t *n = node;
 	u32 depth;
 
-	CHECK_TREE("rb_remove_node", t);
-	CHECK_MODE("rb_remove_node", t, RB_NOALLOC);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
+	if (!mode_ok(__func__, t, RB_NOALLOC))
+		return -EINVAL;
 	/* The node belongs to t if its parent chain ends at t's root. */
 	for (depth = zero; n && n->parent && depth < RB_MAX_DEPTH && can_loop; depth++)
 		n = n->parent;
 	if (!n || n != t->root) {
-		arena_stderr("rb_remove_node: node %llx is not in tree %llx", (u64)node, (u64)t);
+		arena_stderr("%s: node %llx is not in tree %llx", __func__, (u64)node, (u64)t);
 		return -EINVAL;
 	}
 	if (erase(t, node))
@@ -537,8 +552,10 @@ __weak int rb_pop(struct rbtree __arena *t __arg_arena, u64 *key,
 {
 	rbnode_t *n;
 
-	CHECK_TREE("rb_pop", t);
-	CHECK_MODE("rb_pop", t, RB_ALLOC);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
+	if (!mode_ok(__func__, t, RB_ALLOC))
+		return -EINVAL;
 	if (!t->root)
 		return -ENOENT;
 	n = extreme(t->root, 0);
@@ -575,7 +592,7 @@ __weak int rb_node_free(struct rbnode __arena *node __arg_arena)
 {
 	arena_subprog_init();
 	if (node && (node->parent || node->left || node->right)) {
-		arena_stderr("rb_node_free: node %llx is still in a tree", (u64)node);
+		arena_stderr("%s: node %llx is still in a tree", __func__, (u64)node);
 		return -EBUSY;
 	}
 	return arena_free(node);
@@ -585,7 +602,8 @@ __weak int rb_find(struct rbtree __arena *t __arg_arena, u64 key, u64 *value)
 {
 	u64 n;
 
-	CHECK_TREE("rb_find", t);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
 	n = find_node(t, key);
 	if (n == WALK_BROKEN)
 		return BROKEN("rb_find", t);
@@ -601,7 +619,8 @@ __weak int rb_least(struct rbtree __arena *t __arg_arena, u64 *key,
 {
 	rbnode_t *n;
 
-	CHECK_TREE("rb_least", t);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
 	if (!t->root)
 		return -ENOENT;
 	n = extreme(t->root, 0);
@@ -625,15 +644,6 @@ __weak int rb_least(struct rbtree __arena *t __arg_arena, u64 *key,
 		___a;								\
 	})
 
-#define CHECK_TREE_ADDR(fn, t)							\
-	do {									\
-		arena_subprog_init();						\
-		if (!(t) || (t)->magic != RB_MAGIC) {				\
-			arena_stderr(fn ": %llx is not a live tree", (u64)(t));	\
-			return 0;						\
-		}								\
-	} while (0)
-
 static __always_inline u64 end_of(struct rbtree __arena *t, int dir)
 {
 	rbnode_t *n;
@@ -646,13 +656,15 @@ static __always_inline u64 end_of(struct rbtree __arena *t, int dir)
 
 __weak u64 rb_first_addr(struct rbtree __arena *t __arg_arena)
 {
-	CHECK_TREE_ADDR("rb_first", t);
+	if (!tree_ok("rb_first", t))
+		return 0;
 	return NODE_OR_NULL("rb_first", t, end_of(t, 0));
 }
 
 __weak u64 rb_last_addr(struct rbtree __arena *t __arg_arena)
 {
-	CHECK_TREE_ADDR("rb_last", t);
+	if (!tree_ok("rb_last", t))
+		return 0;
 	return NODE_OR_NULL("rb_last", t, end_of(t, 1));
 }
 
@@ -670,19 +682,22 @@ __weak u64 rb_prev_addr(struct rbnode __arena *node __arg_arena)
 
 __weak u64 rb_find_node_addr(struct rbtree __arena *t __arg_arena, u64 key)
 {
-	CHECK_TREE_ADDR("rb_find_node", t);
+	if (!tree_ok("rb_find_node", t))
+		return 0;
 	return NODE_OR_NULL("rb_find_node", t, find_node(t, key));
 }
 
 __weak u64 rb_lower_bound_addr(struct rbtree __arena *t __arg_arena, u64 key)
 {
-	CHECK_TREE_ADDR("rb_lower_bound", t);
+	if (!tree_ok("rb_lower_bound", t))
+		return 0;
 	return NODE_OR_NULL("rb_lower_bound", t, bound(t, key, 0));
 }
 
 __weak u64 rb_upper_bound_addr(struct rbtree __arena *t __arg_arena, u64 key)
 {
-	CHECK_TREE_ADDR("rb_upper_bound", t);
+	if (!tree_ok("rb_upper_bound", t))
+		return 0;
 	return NODE_OR_NULL("rb_upper_bound", t, bound(t, key, 1));
 }
 
@@ -692,7 +707,8 @@ __weak int rb_range(struct rbtree __arena *t __arg_arena, u64 lo, u64 hi,
 	u64 n;
 	u32 i;
 
-	CHECK_TREE("rb_range", t);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
 	n = bound(t, lo, 0);
 	for (i = zero; i < max && n && n != WALK_BROKEN && can_loop; i++) {
 		if (((rbnode_t *)n)->key > hi)
@@ -725,32 +741,41 @@ __weak int rb_range(struct rbtree __arena *t __arg_arena, u64 lo, u64 hi,
 #define BH_MASK		0xff
 _Static_assert(RB_MAX_DEPTH + 1 <= BH_MASK, "black heights fit the mask");
 
-#define DOWN_OR_LEAF(c)								\
-	if (c) {								\
-		if ((c)->parent != n) {						\
-			what = "a child does not point back to its parent";	\
-			break;							\
-		}								\
-		if (n->is_red && (c)->is_red) {					\
-			what = "a red node has a red child";			\
-			break;							\
-		}								\
-		if (depth >= RB_MAX_DEPTH) {					\
-			what = "deeper than RB_MAX_DEPTH";			\
-			break;							\
-		}								\
-		prev = n;							\
-		n = (c);							\
-		depth++;							\
-		bh = (bh + !n->is_red) & BH_MASK;				\
-		continue;							\
-	}									\
-	if (want_bh < 0) {							\
-		want_bh = bh;							\
-	} else if (bh != want_bh) {						\
-		what = "black heights differ";					\
-		break;								\
+/*
+ * The walk at child c of *n: a child is checked and walked down into (1: go on from
+ * it); a missing one is a leaf, whose black height must be the first leaf's (0: go on
+ * at *n). -1 with *what set when a rule is broken.
+ */
+static __always_inline int down_or_leaf(rbnode_t *c, rbnode_t **n, rbnode_t **prev,
+					int *depth, int *bh, int *want_bh, const char **what)
+{
+	if (c) {
+		if (c->parent != *n) {
+			*what = "a child does not point back to its parent";
+			return -1;
+		}
+		if ((*n)->is_red && c->is_red) {
+			*what = "a red node has a red child";
+			return -1;
+		}
+		if (*depth >= RB_MAX_DEPTH) {
+			*what = "deeper than RB_MAX_DEPTH";
+			return -1;
+		}
+		*prev = *n;
+		*n = c;
+		(*depth)++;
+		*bh = (*bh + !c->is_red) & BH_MASK;
+		return 1;
 	}
+	if (*want_bh < 0) {
+		*want_bh = *bh;
+	} else if (*bh != *want_bh) {
+		*what = "black heights differ";
+		return -1;
+	}
+	return 0;
+}
 
 __weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 {
@@ -760,8 +785,10 @@ __weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 	int depth = zero + 1, bh = (zero + 1) & BH_MASK, want_bh = -1;
 	const char *what = NULL;
 	bool dup, from_left, seen = false;
+	int step;
 
-	CHECK_TREE("rb_integrity_check", t);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
 	dup = t->insert == RB_DUPLICATE;
 	n = t->root;
 	if (n && n->parent)
@@ -782,7 +809,11 @@ __weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 				what = "both children are the same node";
 				break;
 			}
-			DOWN_OR_LEAF(n->left);
+			step = down_or_leaf(n->left, &n, &prev, &depth, &bh, &want_bh, &what);
+			if (step > 0)
+				continue;
+			if (step < 0)
+				break;
 			from_left = true;
 		} else {
 			from_left = n->left && prev == n->left;
@@ -794,7 +825,11 @@ __weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 			}
 			last = n->key;
 			seen = true;
-			DOWN_OR_LEAF(n->right);
+			step = down_or_leaf(n->right, &n, &prev, &depth, &bh, &want_bh, &what);
+			if (step > 0)
+				continue;
+			if (step < 0)
+				break;
 		}
 		/* Done with n and below: up. */
 		prev = n;
@@ -808,7 +843,7 @@ __weak __noasan int rb_integrity_check(struct rbtree __arena *t __arg_arena)
 		what = "fewer nodes than nr_nodes";
 	if (!what)
 		return 0;
-	arena_stderr("rb_integrity_check: tree %llx: %s, at node %llx key %llu", (u64)t, what,
+	arena_stderr("%s: tree %llx: %s, at node %llx key %llu", __func__, (u64)t, what,
 		     (u64)n, n ? n->key : 0);
 	return -EUCLEAN;
 }
@@ -818,7 +853,8 @@ __weak int rb_print(struct rbtree __arena *t __arg_arena)
 	rbnode_t *n, *p;
 	u32 shown, depth, deep = zero;
 
-	CHECK_TREE("rb_print", t);
+	if (!tree_ok(__func__, t))
+		return -EINVAL;
 	arena_stdout("rbtree %llx: %llu nodes, %s, %s", (u64)t, t->nr_nodes,
 		     t->alloc == RB_ALLOC ? "RB_ALLOC" : "RB_NOALLOC",
 		     t->insert == RB_DEFAULT ? "RB_DEFAULT" :

@@ -20,17 +20,20 @@
 #if defined(__BPF__) && defined(__TARGET_ARCH_x86)
 #define steal_fence() barrier()
 #else
+/* A full barrier: the thief's load of top before its load of bottom. */
 #define steal_fence() smp_mb()
 #endif
 
-#define CHECK_DEQUE(fn, q)							\
-	do {									\
-		arena_subprog_init();						\
-		if (!(q) || (q)->magic != SPMC_MAGIC) {				\
-			arena_stderr(fn ": %llx is not a live deque", (u64)(q));	\
-			return -EINVAL;						\
-		}								\
-	} while (0)
+/* q is a live deque; if not, fn logs it and fails with -EINVAL. */
+static __always_inline bool deque_ok(const char *fn, struct spmc __arena *q)
+{
+	arena_subprog_init();
+	if (!q || q->magic != SPMC_MAGIC) {
+		arena_stderr("%s: %llx is not a live deque", fn, (u64)q);
+		return false;
+	}
+	return true;
+}
 
 static __always_inline u64 arr_size(struct spmc_arr __arena *a)
 {
@@ -64,7 +67,8 @@ __weak int spmc_destroy(struct spmc __arena *q __arg_arena)
 {
 	u32 i;
 
-	CHECK_DEQUE("spmc_destroy", q);
+	if (!deque_ok(__func__, q))
+		return -EINVAL;
 	q->magic = 0;
 	for (i = zero; i < SPMC_ARR_ORDERS && can_loop; i++) {
 		arena_free(q->arr[i & 15].data);
@@ -105,6 +109,7 @@ static __always_inline int grow(struct spmc __arena *q, struct spmc_arr __arena 
 		WRITE_ONCE(new->data[i & new_mask], READ_ONCE(old->data[i & old_mask]));
 	if (i != b)
 		return -EFAULT;
+	/* The copied values before the new array: pairs with spmc_steal()'s acquire of cur. */
 	smp_store_release(&q->cur, new);
 	q->grows++;
 	return 0;
@@ -116,13 +121,14 @@ __weak int spmc_owned_add(struct spmc __arena *q __arg_arena, u64 val)
 	u64 b, t;
 	int ret;
 
-	CHECK_DEQUE("spmc_owned_add", q);
+	if (!deque_ok(__func__, q))
+		return -EINVAL;
 	b = q->bottom;		/* only the owner writes it */
 	/* Acquire: a slot a thief freed is reused only after its read of the slot. */
 	t = smp_load_acquire(&q->top);
 	a = q->cur;
 	if (b - t > arr_size(a)) {
-		arena_stderr("spmc_owned_add: deque %llx is broken: top %llu bottom %llu",
+		arena_stderr("%s: deque %llx is broken: top %llu bottom %llu", __func__,
 			     (u64)q, t, b);
 		return -EFAULT;
 	}
@@ -144,15 +150,17 @@ __weak int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val)
 	u64 b, t, v;
 	bool won;
 
-	CHECK_DEQUE("spmc_owned_remove", q);
+	if (!deque_ok(__func__, q))
+		return -EINVAL;
 	if (!val) {
-		arena_stderr("spmc_owned_remove: NULL val");
+		arena_stderr("%s: NULL val", __func__);
 		return -EINVAL;
 	}
 	a = q->cur;
 	b = q->bottom - 1;
 	/* Claim position b first, then look at top: thieves see the claim or we see theirs. */
 	WRITE_ONCE(q->bottom, b);
+	/* The store of bottom before the load of top: pairs with steal_fence(). */
 	smp_mb();
 	t = READ_ONCE(q->top);
 	if ((s64)(b - t) < 0) {
@@ -178,13 +186,16 @@ __weak int spmc_steal(struct spmc __arena *q __arg_arena, u64 *val)
 	struct spmc_arr __arena *a;
 	u64 b, t, v;
 
-	CHECK_DEQUE("spmc_steal", q);
+	if (!deque_ok(__func__, q))
+		return -EINVAL;
 	if (!val) {
-		arena_stderr("spmc_steal: NULL val");
+		arena_stderr("%s: NULL val", __func__);
 		return -EINVAL;
 	}
+	/* top before bottom and the slot: pairs with the takers' compare-and-swap of top. */
 	t = smp_load_acquire(&q->top);
 	steal_fence();
+	/* bottom before the slot: pairs with the release in spmc_owned_add(). */
 	b = smp_load_acquire(&q->bottom);
 	if ((s64)(b - t) <= 0)
 		return -ENOENT;
@@ -201,7 +212,8 @@ __weak int spmc_count(struct spmc __arena *q __arg_arena)
 {
 	u64 b, t;
 
-	CHECK_DEQUE("spmc_count", q);
+	if (!deque_ok(__func__, q))
+		return -EINVAL;
 	t = READ_ONCE(q->top);
 	b = READ_ONCE(q->bottom);
 	return (s64)(b - t) > 0 ? (int)(b - t) : 0;

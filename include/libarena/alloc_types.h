@@ -110,8 +110,9 @@ _Static_assert((ASAN_SHADOW_START & 0xfffu) == 0 && (HEAP_DESC_START & 0xfffu) =
 _Static_assert(ASAN_SHADOW_START + (0x100000000ull >> ASAN_SHADOW_SHIFT) <= 0x100000000ull,
 	       "the whole arena's shadow fits in the arena");
 _Static_assert(HEAP_WINDOW_START % HEAP_SPAN_SIZE == 0 &&
-	       BUDDY_WINDOW_START % BUDDY_CHUNK_SIZE == 0, "spans and chunks aligned to their size");
-_Static_assert(BUDDY_META_SIZE == BUDDY_CHUNK_SIZE >> BUDDY_MIN_SHIFT,
+	       BUDDY_WINDOW_START % BUDDY_CHUNK_SIZE == 0,
+	       "spans and chunks aligned to their size");
+_Static_assert((BUDDY_CHUNK_SIZE >> BUDDY_MIN_SHIFT) == BUDDY_META_SIZE,
 	       "one metadata byte per smallest block");
 _Static_assert((HEAP_NR_SPANS & (HEAP_NR_SPANS - 1)) == 0, "span slots a power of two");
 _Static_assert(HEAP_MAX_HEAPS * HEAP_HEAP_SIZE % 4096 == 0, "heaps fill whole pages");

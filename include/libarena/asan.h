@@ -133,8 +133,11 @@ struct asan_state {
 
 struct asan_init_args {
 	u64 arena_all_pages;	/* in: ignored (the upstream API's; shadow is mapped lazily) */
-	u64 arena_globals_pages;	/* in: pages of arena globals (libarena_asan_start
-					 * fills it in); at least ASAN_LOW_PAGES are covered */
+	/*
+	 * in: pages of arena globals (libarena_asan_start fills it in); at least
+	 * ASAN_LOW_PAGES are covered
+	 */
+	u64 arena_globals_pages;
 	u32 report_first;	/* in: make only the first report */
 	u32 quarantine;		/* in: blocks held before reuse; 0: default; ~0u: none */
 	u64 state;		/* out: user address of struct asan_state */

@@ -141,8 +141,8 @@ volatile u64 asan_violated __weak;
 #define arena_subprog_init() asm volatile("" :: "r"(&arena))
 
 /* Upstream's names. clang casts arena pointers itself: the casts are no-ops. */
-#define cast_kern(ptr)
-#define cast_user(ptr)
+#define cast_kern(ptr) ((void)(ptr))
+#define cast_user(ptr) ((void)(ptr))
 /* The arena's user-space base, read from the map: arena_base(&arena). */
 #define arena_base(map)	((void __arena *)((struct bpf_arena *)(map))->user_vm_start)
 /* A global in a data section (and so a map) of its own. */
@@ -177,8 +177,8 @@ typedef long long s64;
 
 #define __arena
 #define __arena_global
-#define cast_kern(ptr)
-#define cast_user(ptr)
+#define cast_kern(ptr) ((void)(ptr))
+#define cast_user(ptr) ((void)(ptr))
 #define __arg_arena
 #ifndef __weak
 #define __weak __attribute__((weak))
@@ -251,28 +251,39 @@ volatile u32 zero __weak;
 	u64 __mb_old = __sync_fetch_and_add(&__mb_dummy, 0);	\
 	barrier_var(__mb_old); })
 #else
+/* Host: a sequentially consistent fence, every access before it before every one after. */
 #define smp_mb() __sync_synchronize()
 #endif
 
 #ifndef __BPF__
+/* Earlier loads before later loads (C11 acquire fence: and later stores). */
 #define smp_rmb() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+/* Earlier stores before later stores (C11 release fence: and earlier loads). */
 #define smp_wmb() __atomic_thread_fence(__ATOMIC_RELEASE)
+/* The load before every later access; pairs with a smp_store_release() of *p. */
 #define smp_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+/* Every earlier access before the store; pairs with a smp_load_acquire() of *p. */
 #define smp_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #elif defined(__TARGET_ARCH_x86)
+/* TSO keeps loads in order with loads: only the compiler must not reorder them. */
 #define smp_rmb() barrier()
+/* TSO keeps stores in order with stores: only the compiler must not reorder them. */
 #define smp_wmb() barrier()
+/* TSO never moves later accesses above a load: keep the compiler from doing it. */
 #define smp_load_acquire(p)					\
 	({ __auto_type ___v = READ_ONCE(*(p)); barrier(); ___v; })
+/* TSO never moves a store above earlier accesses: keep the compiler from doing it. */
 #define smp_store_release(p, v)					\
 	do { barrier(); WRITE_ONCE(*(p), (v)); } while (0)
 #else
+/* No lighter fence in 6.12's instruction set: a full one orders the loads. */
 #define smp_rmb() smp_mb()
+/* No lighter fence in 6.12's instruction set: a full one orders the stores. */
 #define smp_wmb() smp_mb()
-#define smp_load_acquire(p)					\
-	({ __auto_type ___v = READ_ONCE(*(p)); smp_mb(); ___v; })
-#define smp_store_release(p, v)					\
-	do { smp_mb(); WRITE_ONCE(*(p), (v)); } while (0)
+/* The load, then a full barrier before every later access; pairs with smp_store_release(). */
+#define smp_load_acquire(p) ({ __auto_type ___v = READ_ONCE(*(p)); smp_mb(); ___v; })
+/* A full barrier after every earlier access, then the store; pairs with smp_load_acquire(). */
+#define smp_store_release(p, v) do { smp_mb(); WRITE_ONCE(*(p), (v)); } while (0)
 #endif
 
 /*
@@ -296,9 +307,10 @@ volatile u32 zero __weak;
 ({										\
 	__auto_type ___old = READ_ONCE(*(p));					\
 	__auto_type ___cur = ___old;						\
+	__auto_type ___val = (v);						\
 										\
 	while (can_loop) {							\
-		___cur = cmpxchg((p), ___old, ___old op (v));			\
+		___cur = cmpxchg((p), ___old, ___old op ___val);		\
 		if (___cur == ___old)						\
 			break;							\
 		___old = ___cur;						\
@@ -416,7 +428,7 @@ __asan_hidden int __asan_memmove(void *dst, const void *src, u64 n);
 __weak __noasan int __asan_btf_anchor(void)
 {
 #define __ASAN_NAME(size)							\
-	__asan_report_load##size##_noabort(0) + __asan_report_store##size##_noabort(0)
+	(__asan_report_load##size##_noabort(0) + __asan_report_store##size##_noabort(0))
 	return __ASAN_NAME(1) + __ASAN_NAME(2) + __ASAN_NAME(4) + __ASAN_NAME(8) +
 	       __ASAN_NAME(16) + __asan_report_load_n_noabort(0, 0) +
 	       __asan_report_store_n_noabort(0, 0) + __asan_memset(0, 0, 0) +

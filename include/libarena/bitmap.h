@@ -2,7 +2,7 @@
 /*
  * libarena bitmap: bits in arena memory, in 64-bit words.
  *
- *   bmp_alloc(bits)                   a zeroed bitmap of bits bits (a multiple of 64, > 0),
+ *   bmp_alloc(bits)                   a zeroed bitmap of that many bits (a multiple of 64, > 0),
  *                                     or NULL and a log line
  *   bmp_free(bmp)                     give it back (arena_free)
  *
@@ -52,8 +52,10 @@
 #define BITS_PER_LONG_LONG	64
 #define BITS_TO_LONG_LONGS(n)	(((n) + BITS_PER_LONG_LONG - 1) / BITS_PER_LONG_LONG)
 
+/* A struct may not hold only a flexible array: the kernel's __DECLARE_FLEX_ARRAY form. */
 struct arena_bitmap {
-	u64 bits[0];
+	struct { } __empty_bits;
+	u64 bits[];
 };
 
 u64 bmp_alloc_addr(u64 bits);

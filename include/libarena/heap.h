@@ -359,13 +359,16 @@ static __always_inline u64 __heap_pop(struct arena_heap __arena *h, u32 cls)
 	if (((off - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) + 1 == s) {
 		obj = ARENA_USER_BASE + off;
 		sp->local = *(u32 __arena *)obj;
-	} else if (!off && s && (bump = sp->bump) < sp->capacity) {
+	} else if (!off && s) {
+		bump = sp->bump;
+		if (bump >= sp->capacity)
+			return 0;	/* span used up */
 		obj = ARENA_USER_BASE + HEAP_WINDOW_START +
 		      ((u64)((s - 1) & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT) +
 		      (u64)bump * sp->size;
 		WRITE_ONCE(sp->bump, bump + 1);
 	} else {
-		return 0;	/* no span, span used up, or a damaged list */
+		return 0;	/* no span, or a damaged list */
 	}
 	((u32 __arena *)obj)[2] = 0;		/* no longer tagged free */
 	sp->used++;

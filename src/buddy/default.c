@@ -12,6 +12,7 @@
  */
 static __always_inline bool default_is_ready(void)
 {
+	/* The magic before the allocator's fields: pairs with the release in init_one(). */
 	return smp_load_acquire(&buddy.magic) == BUDDY_MAGIC;
 }
 
@@ -22,6 +23,7 @@ static __always_inline bool default_trylock(void)
 
 static __always_inline void default_unlock(void)
 {
+	/* The set-up's or teardown's stores before the next caller takes the lock. */
 	smp_store_release(&arena_buddy_state, 0);
 }
 
@@ -124,12 +126,12 @@ __weak int arena_alloc_reserve(struct arena_alloc_reserve_args *args)
 		return -EALREADY;
 	}
 	if (pages > RUN_MAX_PAGES) {
-		arena_stderr("arena_alloc_reserve: %llu pages is too many", pages);
+		arena_stderr("%s: %llu pages is too many", __func__, pages);
 		return -EINVAL;
 	}
 	p = bpf_arena_alloc_pages(&arena, NULL, pages, NUMA_NO_NODE, 0);
 	if (!p) {
-		arena_stderr("arena_alloc_reserve: no room for %llu pages", pages);
+		arena_stderr("%s: no room for %llu pages", __func__, pages);
 		return -ENOMEM;
 	}
 	arena_reserved = (u64)p;

@@ -14,8 +14,9 @@ static __always_inline u64 malloc_large(u64 size)
 	if (!arena_buddy_is_ready()) {
 		/* The background refill makes it ready (a program may have destroyed it). */
 		WRITE_ONCE(g->want, 1);
-		arena_stderr("arena_malloc: %llu bytes: the large allocator is not ready "
-			     "(run arena_heap_refill)", size);
+		arena_stderr(
+			"arena_malloc: %llu bytes: the large allocator is not ready (run arena_heap_refill)",
+			size);
 		return 0;
 	}
 	/* A redzone after the block, unless that would need more than the largest block. */
@@ -130,8 +131,9 @@ static __always_inline int heap_free(void __arena *ptr)
 	bpf_preempt_enable();
 	if (err) {
 		atomic_add(&g->lost_frees, 1);
-		arena_stderr("arena_free: %llx: no heap free on CPU %u and the span's remote "
-			     "list stayed contended: lost", obj, bpf_get_smp_processor_id());
+		arena_stderr(
+			"arena_free: %llx: no heap free on CPU %u and the span's remote list stayed contended: lost",
+			obj, bpf_get_smp_processor_id());
 	}
 	return err;
 }

@@ -64,6 +64,7 @@ __weak int arena_heap_collect_cpu(void)
 		if (cmpxchg(&h->busy, 0, 1) != 0)
 			continue;
 		n += arena_heap_tidy(h);
+		/* The tidying's stores before the heap's next user takes it by a swap. */
 		smp_store_release(&h->busy, 0);
 	}
 	return n;

@@ -22,7 +22,8 @@ static __always_inline struct arena_heap_span __arena *span_desc(u32 s)
 
 static __always_inline u64 span_addr(u32 s)
 {
-	return ARENA_USER_BASE + HEAP_WINDOW_START + ((u64)(s & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT);
+	return ARENA_USER_BASE + HEAP_WINDOW_START +
+	       ((u64)(s & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT);
 }
 
 static __always_inline struct arena_heap __arena *heap_at(u32 id)

@@ -229,6 +229,7 @@ static __always_inline void trim_span(u32 s, struct arena_heap_span __arena *sp)
 		atomic_add(&g->unmap_pages, MEDIUM_PAGES - used);
 		atomic_add(&g->pages_trimmed, MEDIUM_PAGES - used);
 	}
+	/* The pages given back and counted before DONE, which pool and owner test. */
 	smp_store_release(&sp->trim, HEAP_TRIM_DONE);
 }
 
@@ -299,6 +300,7 @@ static __noinline int heap_create(u32 id)
 	for (i = zero; i < HEAP_HEAP_SIZE / 8 && can_loop; i++)
 		((u64 __arena *)h)[i] = 0;
 	h->id = id;
+	/* The zeroed heap before the magic that lets the other paths use it. */
 	smp_store_release(&h->magic, HEAP_MAGIC);
 	if (READ_ONCE(h->magic) != HEAP_MAGIC) {
 		arena_clear_bit(arena_heap_created, id);
@@ -327,6 +329,7 @@ static __always_inline int global_ready(void)
 	g->purge_delay = HEAP_PURGE_DELAY_MS;
 	if (!g->nr_cpus)
 		g->nr_cpus = 1;
+	/* The settings before the magic that the waiters above and the paths test. */
 	smp_store_release(&g->magic, HEAP_GLOBAL_MAGIC);
 	return 0;
 }
@@ -491,7 +494,7 @@ __weak int arena_heap_maintain(void)
 	arena_subprog_init();
 	err = global_ready();
 	if (err) {
-		arena_stderr("arena_heap_maintain: allocator state is being set up elsewhere");
+		arena_stderr("%s: allocator state is being set up elsewhere", __func__);
 		return err;
 	}
 	alone = maintain_begin();
@@ -515,8 +518,10 @@ __weak int arena_heap_maintain(void)
 out:
 	atomic_add(&g->maintain_passes, 1);
 	atomic_add(&g->maintain_ns, bpf_ktime_get_ns() - t0);
-	if (alone)
+	if (alone) {
+		/* This pass's stores before the next pass claims maintaining by a swap. */
 		smp_store_release(&g->maintaining, 0);
+	}
 	return err < 0 ? err : 0;
 }
 
@@ -536,7 +541,7 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 	if (!count)
 		return 0;
 	if (!size || size > BUDDY_MAX_SIZE) {
-		arena_stderr("arena_heap_reserve: %llu bytes: arena_malloc serves 1 to %u",
+		arena_stderr("%s: %llu bytes: arena_malloc serves 1 to %u", __func__,
 			     size, BUDDY_MAX_SIZE);
 		return -EINVAL;
 	}
@@ -550,7 +555,7 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 		per = per ? per : 1;
 		spans = (count + per - 1) / per + READ_ONCE(g->reserve_large);
 		if (spans > BUDDY_NR_SLOTS) {
-			arena_stderr("arena_heap_reserve: %llu objects of %llu bytes: too many",
+			arena_stderr("%s: %llu objects of %llu bytes: too many", __func__,
 				     count, size);
 			return -E2BIG;
 		}
@@ -563,7 +568,7 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 	h = heap_at(cpu * HEAP_LEVELS);
 	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS ||
 	    READ_ONCE(h->magic) != HEAP_MAGIC) {
-		arena_stderr("arena_heap_reserve: CPU %u has no heap (run arena_heap_refill)",
+		arena_stderr("%s: CPU %u has no heap (run arena_heap_refill)", __func__,
 			     cpu);
 		return -ENOENT;
 	}
@@ -572,7 +577,7 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 	per = HEAP_KIND_SPAN(kind) / class_size(cls);
 	spans = (count + per - 1) / per;
 	if (spans > HEAP_NR_SPANS) {
-		arena_stderr("arena_heap_reserve: %llu objects of %llu bytes: too many", count,
+		arena_stderr("%s: %llu objects of %llu bytes: too many", __func__, count,
 			     size);
 		return -E2BIG;
 	}

@@ -97,16 +97,16 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 
 	/* The inlined fast paths in heap.h address the arena from this constant. */
 	if (arena_base_of((u64)&arena_heap_global) != ARENA_USER_BASE) {
-		arena_stderr("arena_heap_refill: the arena is at %llx, not at ARENA_USER_BASE "
-			     "(%llx): was its map_extra changed?",
-			     arena_base_of((u64)&arena_heap_global), ARENA_USER_BASE);
+		arena_stderr(
+			"%s: the arena is at %llx, not at ARENA_USER_BASE (%llx): was its map_extra changed?",
+			__func__, arena_base_of((u64)&arena_heap_global), ARENA_USER_BASE);
 		return -EINVAL;
 	}
 	err = global_ready();
 	if (err)
 		return err;
 	if (n > HEAP_MAX_CPUS) {
-		arena_stderr("arena_heap_refill: %u CPUs, at most %u", n, HEAP_MAX_CPUS);
+		arena_stderr("%s: %u CPUs, at most %u", __func__, n, HEAP_MAX_CPUS);
 		return -E2BIG;
 	}
 	if (n > g->nr_cpus)
@@ -133,7 +133,7 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 		return err;
 	err = heap_arm();
 	if (err)
-		arena_stderr("arena_heap_refill: no background refill: %d", err);
+		arena_stderr("%s: no background refill: %d", __func__, err);
 	return err;
 }
 
