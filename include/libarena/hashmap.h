@@ -63,10 +63,12 @@
  * with the capacity you expect, or call hmap_reserve() from a sleepable program, to keep
  * growth off hot paths.
  *
- * Memory ordering: a writer fills a new entry and makes its gen even before the release
- * store that links it, so a reader that reaches it sees it whole; an updated value is one
- * 8-byte store, so a lookup returns the old or the new value, never a mix. A lookup that
- * returns a value returns one that the key held during the call.
+ * Memory ordering: a writer fills a new entry while its gen is odd, links it with a
+ * release store and only then makes its gen even, so a reader that reaches it sees it
+ * whole, and one that meets it still odd starts over instead of returning a key whose
+ * insert has not happened; an updated value is one 8-byte store, so a lookup returns the
+ * old or the new value, never a mix. A lookup that returns a value returns one that the
+ * key held during the call.
  *
  * Rules: writers run with preemption disabled while they hold a lock, so the map may be
  * used from any program; the locks' rules apply (spinlock.h: do not share a map between
