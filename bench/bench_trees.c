@@ -135,10 +135,9 @@ int main(int argc, char **argv)
 		double range = best[c][T_RBTREE][TOP_RANGE] / best[c][T_BTREE][TOP_RANGE];
 		double mem = bytes[c][T_BTREE] / bytes[c][T_RBTREE];
 
-		printf("goal at %u keys: lookups %.2fx faster than the rbtree (>= 2x: %s), "
-		       "scans %.2fx by cursor and %.2fx by range (>= 5x: %s), "
-		       "%.2f of its bytes per key (<= 0.5: %s)\n", counts[c], hit,
-		       hit >= 2 ? "met" : "NOT met", scan, range,
+		printf(
+		       "goal at %u keys: lookups %.2fx faster than the rbtree (>= 2x: %s), scans %.2fx by cursor and %.2fx by range (>= 5x: %s), %.2f of its bytes per key (<= 0.5: %s)\n",
+		       counts[c], hit, hit >= 2 ? "met" : "NOT met", scan, range,
 		       scan >= 5 ? "met" : range >= 5 ? "met by range" : "NOT met", mem,
 		       mem <= 0.5 ? "met" : "NOT met");
 	}

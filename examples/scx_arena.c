@@ -406,9 +406,8 @@ static void print_stats(struct sched *s, const char *prefix)
 	long long out = outstanding(s);
 
 	sum_stats(s->stats, &t);
-	printf("%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu "
-	       "(missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, "
-	       "%llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
+	printf(
+	       "%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu (missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, %llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
 	       prefix, t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
 	       t.moved, t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
 	       s->stats->ctx_failures, out, g ? (unsigned long long)g->pages_mapped : 0);
@@ -500,7 +499,8 @@ static int kmsg_problems(int fd)
 		rec[n] = 0;
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 			if (strstr(rec, bad[i])) {
-				printf("  kernel: %s", strchr(rec, ';') ? strchr(rec, ';') + 1 : rec);
+				printf("  kernel: %s",
+				       strchr(rec, ';') ? strchr(rec, ';') + 1 : rec);
 				problems++;
 				break;
 			}
@@ -567,9 +567,9 @@ static void test_empty_reserve(struct sched *s)
 		bad += !err && fork_one();
 	}
 	check(!err && !bad && s->stats->ctx_failures > fails && !s->stats->exit_kind,
-	      "init_task_reserve_empty", "%llu objects drained, %d forks, %llu without a "
-	      "context, none lost, scheduler on: %s", held, i,
-	      s->stats->ctx_failures - fails, s->stats->exit_kind ? "no" : "yes");
+	      "init_task_reserve_empty",
+	      "%llu objects drained, %d forks, %llu without a context, none lost, scheduler on: %s",
+	      held, i, s->stats->ctx_failures - fails, s->stats->exit_kind ? "no" : "yes");
 	s->stats->init_nosleep = 0;
 	fails = s->stats->ctx_failures;
 	allocs = s->stats->ctx_allocs;
@@ -628,8 +628,9 @@ static int selftest(const char *path)
 	check(s.stats->ctx_allocs == s.stats->ctx_frees, "contexts_freed",
 	      "%llu made, %llu freed", s.stats->ctx_allocs, s.stats->ctx_frees);
 	after = outstanding(&s);
-	check(after == before, "no_leak", "arena_heap_outstanding %lld before attach, %lld "
-	      "after detach", before, after);
+	check(after == before, "no_leak",
+	      "arena_heap_outstanding %lld before attach, %lld after detach",
+	      before, after);
 	reports = kmsg_problems(kmsg);
 	check(reports == 0, "kernel_log", reports < 0 ? "/dev/kmsg unreadable" :
 	      "%d warnings, errors or stalls", reports);
@@ -731,8 +732,8 @@ static int demo(const char *path, const char *simple)
 		printf(" %11.2fx %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0,
 		       faster > 0 ? ms[2][w] / faster : 0);
 	}
-	printf("scx_arena: goal, at most 1.5x the slower of the others on every workload "
-	       "(TCG timing varies by a third)\n");
+	printf(
+	       "scx_arena: goal, at most 1.5x the slower of the others on every workload (TCG timing varies by a third)\n");
 	problems = kmsg_problems(kmsg);
 	if (problems)
 		printf("scx_arena: %d kernel log lines of warnings, errors or stalls\n", problems);

@@ -539,8 +539,9 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 			goto out;
 		}
 		if (ret) {
-			snprintf(why, sizeof(why), "__enabled returned %d (0 runs the test, "
-				 "-EOPNOTSUPP skips it)", ret);
+			snprintf(why, sizeof(why),
+				 "__enabled returned %d (0 runs the test, -EOPNOTSUPP skips it)",
+				 ret);
 			res = -1;
 			goto out;
 		}
@@ -731,7 +732,8 @@ static void run_object(const char *path)
 	}
 	/* An object that holds no test proves nothing: say so, unless a filter chose none. */
 	if (opt.passed + opt.failed + opt.skipped == before && !opt.nr_filters)
-		report(obj, "tests", -1, "the object holds no test_* or parallel_test_* program", 0);
+		report(obj, "tests", -1, "the object holds no test_* or parallel_test_* program",
+		       0);
 	/* Lines logged outside any test (or after the last drain) are not lost. */
 	if (ring)
 		libarena_log_print(ring, stdout, stdout);
@@ -740,8 +742,8 @@ static void run_object(const char *path)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] "
-		"OBJECT...\n");
+	fprintf(stderr,
+		"usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
 	exit(2);
 }
 

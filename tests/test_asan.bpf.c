@@ -174,10 +174,12 @@ int asan_test_oob_straddle(struct arena_test_ctx *ctx)
 	hits += caught(n, p + 16, ASAN_OUT_OF_BOUNDS, 1);
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 3", hits);
-	arena_stdout("asan-expect: out-of-bounds read of 8 bytes at 0x%llx: out of bounds by "
-		     "1 byte past the end of the 13-byte block at 0x%llx", p + 8, p);
-	arena_stdout("asan-expect: out-of-bounds write of 2 bytes at 0x%llx: out of bounds by "
-		     "4 bytes past the end", p + 16);
+	arena_stdout(
+		     "asan-expect: out-of-bounds read of 8 bytes at 0x%llx: out of bounds by 1 byte past the end of the 13-byte block at 0x%llx",
+		     p + 8, p);
+	arena_stdout(
+		     "asan-expect: out-of-bounds write of 2 bytes at 0x%llx: out of bounds by 4 bytes past the end",
+		     p + 16);
 	ARENA_ASSERT_EQ(hits, 3);
 	return 0;
 }
@@ -400,8 +402,9 @@ int asan_test_wild_and_flag(struct arena_test_ctx *ctx)
 	state()->report_first = 0;
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 1", hits);
-	arena_stdout("asan-expect: wild access read of 8 bytes at 0x%llx: memory no block "
-		     "holds (never allocated)", q);
+	arena_stdout(
+		     "asan-expect: wild access read of 8 bytes at 0x%llx: memory no block holds (never allocated)",
+		     q);
 	ARENA_ASSERT_EQ(hits, 1);
 	return 0;
 }
@@ -554,10 +557,12 @@ int asan_test_size_word_overwritten(struct arena_test_ctx *ctx)
 	r = &state()->reports[n % ASAN_MAX_REPORTS];
 	ARENA_ASSERT_EQ(r->block_size, 100);
 	arena_stdout("asan-seeded: caught %d of 5", hits);
-	arena_stdout("asan-expect: use-after-free read of 4 bytes at 0x%llx: 96 bytes into the "
-		     "freed 100-byte block at 0x%llx", p1 + 96, p1);
-	arena_stdout("asan-expect: use-after-free read of 1 byte at 0x%llx: 99 bytes into the "
-		     "freed 100-byte block at 0x%llx", p + 99, p);
+	arena_stdout(
+		     "asan-expect: use-after-free read of 4 bytes at 0x%llx: 96 bytes into the freed 100-byte block at 0x%llx",
+		     p1 + 96, p1);
+	arena_stdout(
+		     "asan-expect: use-after-free read of 1 byte at 0x%llx: 99 bytes into the freed 100-byte block at 0x%llx",
+		     p + 99, p);
 	ARENA_ASSERT_EQ(hits, 5);
 	return 0;
 }
@@ -620,6 +625,10 @@ int asan_test_heap_window_edge(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/* touch()'s frame in the call trace: program:function+offset (file:line). */
+#define UPSTREAM_TRACE_LINE \
+	"{{[ \t]+}}asan_test_upstream_report_lines:touch+0x{{[0-9a-f]+}} (test_asan.bpf.c:{{[0-9]+}})"
+
 /*
  * The report's lines in the upstream sanitizer's format, checked by the runner through
  * __stderr tags as upstream's tests check them (no asan-expect lines): the access, the
@@ -628,9 +637,7 @@ int asan_test_heap_window_edge(struct arena_test_ctx *ctx)
 SEC("syscall")
 __stderr("Memory violation for address 0x{{[0-9a-f]+}} for write of size 1")
 __stderr("CPU: {{[0-9]+}} UID: 0 PID: {{[1-9][0-9]*}} Comm: runner")
-__stderr("Call trace:\n"
-	 "{{[ \t]+}}asan_test_upstream_report_lines:touch+0x{{[0-9a-f]+}} "
-	 "(test_asan.bpf.c:{{[0-9]+}})")
+__stderr("Call trace:\n" UPSTREAM_TRACE_LINE)
 int asan_test_upstream_report_lines(struct arena_test_ctx *ctx)
 {
 	u64 p = (u64)arena_malloc(48), n;

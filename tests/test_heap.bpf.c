@@ -365,9 +365,9 @@ __noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 	g->reserve[0] = target;
 	g->high_water = high;
 	g->purge_delay = delay;
-	arena_stdout("returned: %llu spans mapped at the peak, %llu pooled, %llu reused from "
-		     "the pool (%llu maps), %llu given back, %llu mapped at the end; error at "
-		     "line %d", mapped, pooled, reused, maps, returned, end_mapped, err);
+	arena_stdout(
+		     "returned: %llu spans mapped at the peak, %llu pooled, %llu reused from the pool (%llu maps), %llu given back, %llu mapped at the end; error at line %d",
+		     mapped, pooled, reused, maps, returned, end_mapped, err);
 	ARENA_ASSERT_EQ(err, 0);
 	ARENA_ASSERT(pooled >= 16);
 	/* 20 spans' worth: the reserve (2) and a current span, then the pool; no map. */
@@ -1163,8 +1163,9 @@ __weak int contend_check(u32 n)
 	for (id = zero; id < g->nr_cpus * HEAP_LEVELS && can_loop; id++)
 		parked += heap_of(id)->parked_nr;
 	remote = remote_frees_total() - cremote_before;
-	arena_stdout("contend: %u threads freed %llu objects of one heap: %llu remote frees, "
-		     "%u parked now", n, freed, remote, parked);
+	arena_stdout(
+		     "contend: %u threads freed %llu objects of one heap: %llu remote frees, %u parked now",
+		     n, freed, remote, parked);
 	ARENA_ASSERT_EQ(bad, 0);
 	ARENA_ASSERT_EQ(freed, CN);
 	ARENA_ASSERT_EQ(remote, CN);

@@ -643,9 +643,9 @@ int test_rbtree_bulk_build(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(err, 0);
 	ARENA_ASSERT_EQ(t->nr_nodes, BULK_KEYS);
 	ARENA_ASSERT_EQ(rb_integrity_check(t), 0);
-	arena_stdout("bulk: %u keys; %llu maps and %llu maintenance passes during the build "
-		     "(the reservation's and the background's)", BULK_KEYS,
-		     g->map_calls - mapped, g->maintain_passes - passes);
+	arena_stdout(
+		     "bulk: %u keys; %llu maps and %llu maintenance passes during the build (the reservation's and the background's)",
+		     BULK_KEYS, g->map_calls - mapped, g->maintain_passes - passes);
 	ARENA_ASSERT_EQ(rb_destroy(t), 0);
 	return 0;
 }

@@ -369,8 +369,9 @@ static __noinline int race_fini(const char *name, u32 mode, u32 nr_cpus)
 	arena_stdout("%s: %u values, %llu exactly once; stolen %llu (%llu %llu %llu), owner %llu",
 		     name, RACE_VALUES, once, stolen, race_taken[1], race_taken[2],
 		     race_taken[3], race_taken[0]);
-	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, grows a steal "
-		     "followed %llu (in %llu big bursts); full %llu", name, cpus,
+	arena_stdout(
+		     "%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, grows a steal followed %llu (in %llu big bursts); full %llu",
+		     name, cpus,
 		     race_lost[0] + race_lost[1] + race_lost[2] + race_lost[3], race_lost[0],
 		     race_grows, race_grows_racing, race_big_bursts, race_full);
 	race_total_values += RACE_VALUES;

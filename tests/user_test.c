@@ -100,7 +100,8 @@ static int test_get_info(void)
 	struct arena_get_info_args info;
 
 	CHECK(libarena_get_info(obj, &info) == 0, "");
-	CHECK(info.arena_base == ARENA_USER_BASE, "base %#llx", (unsigned long long)info.arena_base);
+	CHECK(info.arena_base == ARENA_USER_BASE, "base %#llx",
+	      (unsigned long long)info.arena_base);
 	CHECK(info.arena_pages == ARENA_PAGES, "");
 	CHECK(info.version == LIBARENA_VERSION, "");
 	CHECK(info.log >= info.arena_base && info.log < info.arena_base + (4ull << 30), "");
@@ -329,7 +330,8 @@ static int test_buddy_stats(void)
 
 	/* 100 bytes take 128-byte blocks (order 3); the counts are visible right away. */
 	CHECK(libarena_prog_run(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "alloc: %d", ret);
-	CHECK(b->stats.blocks_in_use[3] == 5, "%llu", (unsigned long long)b->stats.blocks_in_use[3]);
+	CHECK(b->stats.blocks_in_use[3] == 5, "%llu",
+	      (unsigned long long)b->stats.blocks_in_use[3]);
 	CHECK(b->stats.bytes_requested == 500, "");
 	f = open_memstream(&buf, &len);
 	CHECK(libarena_buddy_stats_print(b, f) == 0, "");
@@ -351,7 +353,8 @@ static int test_buddy_stats(void)
 		CHECK(reserve, "");
 		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == 0,
 		      "reserve: %d", ret);
-		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32, "");
+		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32,
+		      "");
 		CHECK(((volatile u8 *)(uintptr_t)r.addr)[4 * 4096 - 1] == 0, "");
 		r.nr_pages = 0;
 		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
@@ -494,15 +497,17 @@ static int test_heap_program_types(void)
 		struct heap_counts churn = { .iterations = 200000 };
 
 		CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "heap_churn"),
-					&churn, sizeof(churn), &ret) == 0 && ret == 0, "churn %d", ret);
+					&churn, sizeof(churn), &ret) == 0 && ret == 0,
+		      "churn %d", ret);
 		CHECK(heap_counts(o, &c) == 0, "");
 		if (c.nested > c0.nested)
 			break;
 	}
 	bpf_link__destroy(link);
 	CHECK(heap_counts(o, &c) == 0, "");
-	printf("    hrtimer program: %llu rounds allocated, %llu met an empty reserve, "
-	       "%llu nested heap uses, %d churn runs\n", (unsigned long long)(c.ok - c0.ok),
+	printf(
+	       "    hrtimer program: %llu rounds allocated, %llu met an empty reserve, %llu nested heap uses, %d churn runs\n",
+	       (unsigned long long)(c.ok - c0.ok),
 	       (unsigned long long)(c.null - c0.null), (unsigned long long)(c.nested - c0.nested),
 	       i + 1);
 	CHECK(c.ok > c0.ok && c.fail == c0.fail, "");
@@ -652,8 +657,8 @@ static int test_upstream_asan_init(void)
 int main(int argc, char **argv)
 {
 	if (argc != 6 && argc != 7) {
-		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP "
-			"TEST_BTREE [ASAN_TEST_LOG] (objects)\n");
+		fprintf(stderr,
+			"usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP TEST_BTREE [ASAN_TEST_LOG] (objects)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -94,8 +94,9 @@ int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len)
 	int n;
 
 	if (known && (r->flags & ASAN_F_FREED) && !r->block_size)
-		snprintf(block, sizeof(block), "the freed block at 0x%llx (freed too long ago to "
-			 "know its size)", r->block);
+		snprintf(block, sizeof(block),
+			 "the freed block at 0x%llx (freed too long ago to know its size)",
+			 r->block);
 	else if (known)
 		snprintf(block, sizeof(block), "the %s%u-byte block at 0x%llx",
 			 r->flags & ASAN_F_FREED ? "freed " : "", r->block_size, r->block);
@@ -290,7 +291,8 @@ int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out
 		libarena_asan_describe(&r, line, sizeof(line));
 		fprintf(out, "asan: %s\n", line);
 		if (libarena_asan_where(obj, r.ip, where, sizeof(where)))
-			snprintf(where, sizeof(where), r.ip ? "0x%llx (in no program of this object)" :
+			snprintf(where, sizeof(where),
+				 r.ip ? "0x%llx (in no program of this object)" :
 				 "an unknown place", r.ip);
 		fprintf(out, "asan:   by %s on CPU %u\n", where, r.cpu);
 		print_upstream(&r, where, out);

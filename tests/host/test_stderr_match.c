@@ -13,8 +13,7 @@
 /* What libarena_asan_print() writes for an out-of-bounds write of one byte. */
 static const char report[] =
 	"log: before\n"
-	"asan: out-of-bounds write of 1 byte at 0x100000a31: out of bounds by 1 byte past "
-	"the end of the 48-byte block at 0x100000a00\n"
+	"asan: out-of-bounds write of 1 byte at 0x100000a31: out of bounds by 1 byte past the end of the 48-byte block at 0x100000a00\n"
 	"asan:   by asan_test_x:oob+0x2c (test_asan.bpf.c:120) on CPU 1\n"
 	"Memory violation for address 0x100000a30 for write of size 1\n"
 	"CPU: 1 UID: 0 PID: 321 Comm: runner\n"
@@ -30,8 +29,7 @@ static const char *const upstream[] = {
 	"Memory violation for address {{.*}} for write of size {{[1-8]}}",
 	"CPU: {{[0-9]+}} UID: {{[0-9]+}} PID: {{[0-9]+}} Comm: {{[^ ]+}}",
 	"Call trace:\n"
-	"{{(([_a-zA-Z][_a-zA-Z0-9]*\\+0x[0-9a-f]+/0x[0-9a-f]+|[ \t]+[^\n]+)\n)+}}"
-	"log: after",
+	"{{(([_a-zA-Z][_a-zA-Z0-9]*\\+0x[0-9a-f]+/0x[0-9a-f]+|[ \t]+[^\n]+)\n)+}}log: after",
 };
 
 static int test_upstream_expectations(void)
