@@ -740,7 +740,7 @@ static void run_object(const char *path)
 	bpf_object__close(o);
 }
 
-static void usage(void)
+static void print_usage(void)
 {
 	fprintf(stderr,
 		"usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
@@ -764,11 +764,11 @@ int main(int argc, char **argv)
 			if (opt.nr_filters < MAX_FILTERS)
 				opt.filters[opt.nr_filters++] = optarg;
 			break;
-		default: usage();
+		default: print_usage();
 		}
 	}
 	if (optind >= argc)
-		usage();
+		print_usage();
 	env = getenv("LIBARENA_TEST_FILTER");
 	if (env && *env) {
 		env = strdup(env);

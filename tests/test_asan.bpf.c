@@ -69,14 +69,14 @@ __weak int caught(u64 before, u64 bad, u32 kind, u32 write)
 	u64 n = READ_ONCE(st->nr_reports);
 
 	if (n != before + 1) {
-		arena_stderr("caught: %llu reports, expected 1 (kind %u at %llx)", n - before,
-			     kind, bad);
+		arena_stderr("%s: %llu reports, expected 1 (kind %u at %llx)", __func__,
+			     n - before, kind, bad);
 		return 0;
 	}
 	r = &st->reports[(n - 1) % ASAN_MAX_REPORTS];
 	if (r->kind != kind || r->addr != bad || !!(r->flags & ASAN_F_WRITE) != !!write) {
-		arena_stderr("caught: kind %u at %llx write %u, expected kind %u at %llx write %u",
-			     r->kind, r->addr, r->flags & ASAN_F_WRITE, kind, bad, write);
+		arena_stderr("%s: kind %u at %llx write %u, expected kind %u at %llx write %u",
+			     __func__, r->kind, r->addr, r->flags & ASAN_F_WRITE, kind, bad, write);
 		return 0;
 	}
 	return 1;
@@ -253,7 +253,7 @@ int asan_test_source_line(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(state()->reports[(reports() - 1) % ASAN_MAX_REPORTS].ip);
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 1", hit);
-	arena_stdout("asan-expect: by asan_test_source_line:touch+0x");
+	arena_stdout("asan-expect: by %s:touch+0x", __func__);
 	arena_stdout("asan-expect: (test_asan.bpf.c:%d)", TOUCH_WRITE1_LINE);
 	ARENA_ASSERT_EQ(hit, 1);
 	return 0;
@@ -338,7 +338,7 @@ int asan_test_memset(struct arena_test_ctx *ctx)
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 1", hit);
 	arena_stdout("asan-expect: out-of-bounds write of 51 bytes at 0x%llx", p);
-	arena_stdout("asan-expect: by asan_test_memset:asan_test_memset+0x");
+	arena_stdout("asan-expect: by %s:%s+0x", __func__, __func__);
 	ARENA_ASSERT_EQ(hit, 1);
 	return 0;
 }

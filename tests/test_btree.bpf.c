@@ -575,8 +575,7 @@ int asan_test_btree_cursor_after_destroy(struct arena_test_ctx *ctx)
 	/* The tree is checked whole when a call starts: the report names the caller's line. */
 	arena_stdout("asan-expect: use-after-free read of %u bytes", (u32)sizeof(struct btree));
 	arena_stdout("asan-expect: into the freed %u-byte block", (u32)sizeof(struct btree));
-	arena_stdout(
-		     "asan-expect: by asan_test_btree_cursor_after_destroy:asan_test_btree_cursor_after_destroy+");
+	arena_stdout("asan-expect: by %s:%s+", __func__, __func__);
 	return 0;
 }
 #endif

@@ -126,7 +126,7 @@ int parallel_test_log_writers__init(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-static __noinline int writer(u32 thread)
+static __noinline int write_lines(u32 thread)
 {
 	int i, ret;
 
@@ -141,13 +141,13 @@ static __noinline int writer(u32 thread)
 }
 
 SEC("syscall")
-int parallel_test_log_writers__0(struct arena_test_ctx *ctx) { return writer(0); }
+int parallel_test_log_writers__0(struct arena_test_ctx *ctx) { return write_lines(0); }
 SEC("syscall")
-int parallel_test_log_writers__1(struct arena_test_ctx *ctx) { return writer(1); }
+int parallel_test_log_writers__1(struct arena_test_ctx *ctx) { return write_lines(1); }
 SEC("syscall")
-int parallel_test_log_writers__2(struct arena_test_ctx *ctx) { return writer(2); }
+int parallel_test_log_writers__2(struct arena_test_ctx *ctx) { return write_lines(2); }
 SEC("syscall")
-int parallel_test_log_writers__3(struct arena_test_ctx *ctx) { return writer(3); }
+int parallel_test_log_writers__3(struct arena_test_ctx *ctx) { return write_lines(3); }
 
 SEC("syscall")
 int parallel_test_log_writers__fini(struct arena_test_ctx *ctx)

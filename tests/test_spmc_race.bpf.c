@@ -229,7 +229,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 	return 0;
 }
 
-static __noinline int owner(u32 mode, u64 seed, u32 nr_cpus)
+static __noinline int owner_run(u32 mode, u64 seed, u32 nr_cpus)
 {
 	struct spmc __arena *q = spmc_create();
 	u64 v = 0;
@@ -331,7 +331,7 @@ static __noinline int steal_all(struct spmc __arena *q, u32 t)
 	return -ETIMEDOUT;
 }
 
-static __noinline int thief(u32 t, u32 nr_cpus)
+static __noinline int thief_run(u32 t, u32 nr_cpus)
 {
 	struct spmc __arena *q = NULL;
 	int ret = 0;
@@ -404,22 +404,22 @@ int parallel_test_##name##__init(struct arena_test_ctx *ctx)			\
 SEC("syscall")									\
 int parallel_test_##name##__0(struct arena_test_ctx *ctx)			\
 {										\
-	return owner(mode, ctx->seed, ctx->nr_cpus);				\
+	return owner_run(mode, ctx->seed, ctx->nr_cpus);			\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__1(struct arena_test_ctx *ctx)			\
 {										\
-	return thief(1, ctx->nr_cpus);						\
+	return thief_run(1, ctx->nr_cpus);					\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__2(struct arena_test_ctx *ctx)			\
 {										\
-	return thief(2, ctx->nr_cpus);						\
+	return thief_run(2, ctx->nr_cpus);					\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__3(struct arena_test_ctx *ctx)			\
 {										\
-	return thief(3, ctx->nr_cpus);						\
+	return thief_run(3, ctx->nr_cpus);					\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__fini(struct arena_test_ctx *ctx)			\
