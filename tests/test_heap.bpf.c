@@ -843,6 +843,7 @@ static __noinline int xrun(u32 t)
 			o[0] = xtag(t, n++);
 			o[1] = ~o[0];
 			xallocs[t]++;
+			/* The tag words before the slot: xdrain()'s xchg takes both. */
 			smp_store_release(&xslot[t][k], (u64)o);
 		}
 	}

@@ -184,9 +184,11 @@ static __always_inline bool others_done(struct arena_test_ctx *ctx)
 {
 	u32 k;
 
-	for (k = 1; k < RACE_THREADS; k++)
+	for (k = 1; k < RACE_THREADS; k++) {
+		/* Pairs with the producer's release: seen finished, its pushes are seen too. */
 		if (ctx->nr_cpus && k % ctx->nr_cpus && !smp_load_acquire(&race_finished[k]))
 			return false;
+	}
 	return true;
 }
 

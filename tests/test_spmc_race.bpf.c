@@ -239,12 +239,14 @@ static __noinline int owner_run(u32 mode, u64 seed, u32 nr_cpus)
 	race_q = (u64)q;
 	if (!q)
 		race_done = 1;
+	/* race_q (and race_done without a deque) before the start the thieves wait for. */
 	smp_store_release(&race_started, 1);
 	if (!q)
 		return -ENOMEM;
 	/* Start when the thieves do, so the first pushes already race. */
 	wait_for(&race_ready, racers(nr_cpus) - 1);
 	ret = owner_work(q, mode, seed);
+	/* Every push before done: a thief that acquires done sees them all. */
 	smp_store_release(&race_done, 1);
 	/* Whatever the thieves leave is the owner's. */
 	while (can_loop) {
@@ -341,6 +343,7 @@ static __noinline int thief_run(u32 t, u32 nr_cpus)
 	t &= RACE_THREADS - 1;
 	race_cpu[t] = bpf_get_smp_processor_id();
 	if (!wait_for(&race_started, 1))
+		/* Set before race_started was released; the deque's set-up before its use. */
 		q = (struct spmc __arena *)smp_load_acquire(&race_q);
 	atomic_add(&race_ready, 1);
 	if (q)
