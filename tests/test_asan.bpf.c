@@ -39,24 +39,40 @@ __weak int touch(u64 addr, u32 width, u32 write)
 
 	if (write) {
 		switch (width) {
-		case 1: *(volatile u8 __arena *)addr = 0x5a; break;
-		case 2: *(volatile u16 __arena *)addr = 0x5a5a; break;
-		case 4: *(volatile u32 __arena *)addr = 0x5a5a5a5a; break;
-		default: *(volatile u64 __arena *)addr = 0x5a5a5a5a5a5a5a5aull; break;
+		case 1:
+			WRITE_ONCE(*(u8 __arena *)addr, 0x5a);
+			break;
+		case 2:
+			WRITE_ONCE(*(u16 __arena *)addr, 0x5a5a);
+			break;
+		case 4:
+			WRITE_ONCE(*(u32 __arena *)addr, 0x5a5a5a5a);
+			break;
+		default:
+			WRITE_ONCE(*(u64 __arena *)addr, 0x5a5a5a5a5a5a5a5aull);
+			break;
 		}
 		return 0;
 	}
 	switch (width) {
-	case 1: v = *(volatile u8 __arena *)addr; break;
-	case 2: v = *(volatile u16 __arena *)addr; break;
-	case 4: v = *(volatile u32 __arena *)addr; break;
-	default: v = *(volatile u64 __arena *)addr; break;
+	case 1:
+		v = READ_ONCE(*(u8 __arena *)addr);
+		break;
+	case 2:
+		v = READ_ONCE(*(u16 __arena *)addr);
+		break;
+	case 4:
+		v = READ_ONCE(*(u32 __arena *)addr);
+		break;
+	default:
+		v = READ_ONCE(*(u64 __arena *)addr);
+		break;
 	}
 	return v == 0x1234567890abcdefull;
 }
 
 /* The line number of touch()'s one-byte write, for the source location check. */
-#define TOUCH_WRITE1_LINE	42
+#define TOUCH_WRITE1_LINE	43
 
 /*
  * Did the last access make exactly one report, of this kind, at bad, of this direction?

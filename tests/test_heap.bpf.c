@@ -569,8 +569,8 @@ int test_heap_sleepable_no_target(struct arena_test_ctx *ctx)
 /* Store to and load from a page that is not there: the allocator's view, unchecked. */
 static __noinline __noasan u8 probe_gone_page(u8 __arena *p)
 {
-	*(volatile u8 __arena *)p = 0x5a;
-	return *(volatile u8 __arena *)p;
+	WRITE_ONCE(*p, 0x5a);
+	return READ_ONCE(*p);
 }
 
 /*
