@@ -226,6 +226,19 @@ static void measure_ref(struct result *r, u32 ref, int threads)
 	record(r, v, failed, 256 * 256 * threads);
 }
 
+/* One round at a thread count: the references, then the allocators in turn at each size. */
+static void measure_round(struct result res[2][NR_SIZES][NR_ALLOCS], struct result ref[NR_REFS],
+			  int threads, bool quick)
+{
+	for (u32 r = 0; r < NR_REFS; r++)
+		measure_ref(&ref[r], r, threads);
+	for (u32 b = 0; b < 2; b++)
+		for (u32 s = 0; s < NR_SIZES; s++)
+			for (u32 al = 0; al < NR_ALLOCS; al++)
+				if (!quick || (!b && s < 2 && al != ALLOC_HASH))
+					measure(&res[b][s][al], al, b, sizes[s], threads);
+}
+
 static void print_result(const struct result *r, const struct result *heap, u32 al,
 			 u32 batch, u32 size, int threads)
 {
@@ -395,7 +408,7 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 	printf("goal: an idle pass costs at most 50 us: %.1f us median, %.1f us max (%s)\n",
 	       m.ns[MAINT_PASSES / 2] / 1e3, m.ns[MAINT_PASSES - 1] / 1e3,
 	       m.ns[MAINT_PASSES / 2] <= 50000 ? "met" : "NOT met");
-	for (u32 i = 0; i < sizeof(after) / sizeof(after[0]); i++) {
+	for (u32 i = 0; i < ARRAY_SIZE(after); i++) {
 		/* From an empty pool, so the pass maps what the objects drained. */
 		if (purge_all(g))
 			goto fail;
@@ -569,16 +582,8 @@ int main(int argc, char **argv)
 
 		if (ti && (ncpu == 1 || quick))
 			break;
-		for (int round = 0; round < rounds; round++) {
-			for (u32 r = 0; r < NR_REFS; r++)
-				measure_ref(&ref[ti][r], r, threads);
-			for (u32 b = 0; b < 2; b++)
-				for (u32 s = 0; s < NR_SIZES; s++)
-					for (u32 al = 0; al < NR_ALLOCS; al++)
-						if (!quick || (!b && s < 2 && al != ALLOC_HASH))
-							measure(&res[ti][b][s][al], al, b,
-								sizes[s], threads);
-		}
+		for (int round = 0; round < rounds; round++)
+			measure_round(res[ti], ref[ti], threads, quick);
 		if (quick) {
 			/* BENCH_QUICK: for work on the fast paths, the pairs only. */
 			for (u32 r = 0; r < NR_REFS; r++)

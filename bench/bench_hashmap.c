@@ -131,8 +131,10 @@ int main(int argc, char **argv)
 	threads[1] = ncpu;
 	for (i = 0; i < 2; i++)
 		for (k = 0; k < NR_KINDS; k++)
-			for (o = 0; o < HM_NR_OPS; o++)
-				ns[i][k][o] = 1e30, rate[i][k][o] = 0;
+			for (o = 0; o < HM_NR_OPS; o++) {
+				ns[i][k][o] = 1e30;
+				rate[i][k][o] = 0;
+			}
 	printf("hash maps: %u keys, %u random operations a thread, best of %d rounds\n", KEYS,
 	       OPS, rounds);
 	for (round = 0; round < rounds; round++)

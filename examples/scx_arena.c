@@ -42,12 +42,13 @@
 #define SCX_OPS		"/sys/kernel/sched_ext/root/ops"
 #define SCX_EXIT_ERROR	1024	/* enum scx_exit_kind: errors from here on */
 
-static volatile sig_atomic_t stop;
+/* Set by the signal handler; single atomic accesses, which are async-signal-safe. */
+static sig_atomic_t stop;
 static int nr_cpus;
 
 static void on_signal(int sig)
 {
-	stop = 1;
+	WRITE_ONCE(stop, 1);
 }
 
 static double now_ms(void)
@@ -128,7 +129,7 @@ static double fork_exec_storm(void)
 	return started ? now_ms() - t0 : -EINVAL;
 }
 
-static volatile unsigned long long sink;
+static unsigned long long sink;
 
 static double spinners(void)
 {
@@ -145,7 +146,7 @@ static double spinners(void)
 
 			for (long k = 0; k < 300000000; k++)
 				x = x * 6364136223846793005ull + 1442695040888963407ull;
-			sink = x;
+			WRITE_ONCE(sink, x);
 			_exit(0);
 		}
 	}
@@ -263,7 +264,7 @@ static const struct workload {
 	{ "pipe_ping_pong", ping_pong },
 	{ "messaging", messaging },
 };
-#define NR_WORKLOADS	(int)(sizeof(workloads) / sizeof(workloads[0]))
+#define NR_WORKLOADS	((int)ARRAY_SIZE(workloads))
 
 /* ---- the scheduler ---- */
 
@@ -435,7 +436,7 @@ static int watch(const char *path, int seconds)
 		return 1;
 	}
 	printf("scx_arena: attached (%s), %d CPUs; Ctrl-C detaches\n", path, nr_cpus);
-	for (int t = 0; !stop && !s.stats->exit_kind && (!seconds || t < seconds); t++) {
+	for (int t = 0; !READ_ONCE(stop) && !s.stats->exit_kind && (!seconds || t < seconds); t++) {
 		sleep(1);
 		sched_log(&s);
 		print_stats(&s, "");
@@ -497,7 +498,7 @@ static int kmsg_problems(int fd)
 		if (n <= 0)
 			continue;	/* EPIPE: records were overwritten; go on */
 		rec[n] = 0;
-		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 			if (strstr(rec, bad[i])) {
 				printf("  kernel: %s",
 				       strchr(rec, ';') ? strchr(rec, ';') + 1 : rec);

@@ -755,16 +755,27 @@ int main(int argc, char **argv)
 	opt.seed = time(NULL);
 	while ((c = getopt(argc, argv, "vauf:x:s:h")) != -1) {
 		switch (c) {
-		case 'v': opt.verbose = true; break;
-		case 'a': opt.asan = true; break;
-		case 'u': opt.upstream = true; break;
-		case 'x': opt.expect_fail = optarg; break;
-		case 's': opt.seed = strtoul(optarg, NULL, 0); break;
+		case 'v':
+			opt.verbose = true;
+			break;
+		case 'a':
+			opt.asan = true;
+			break;
+		case 'u':
+			opt.upstream = true;
+			break;
+		case 'x':
+			opt.expect_fail = optarg;
+			break;
+		case 's':
+			opt.seed = strtoul(optarg, NULL, 0);
+			break;
 		case 'f':
 			if (opt.nr_filters < MAX_FILTERS)
 				opt.filters[opt.nr_filters++] = optarg;
 			break;
-		default: print_usage();
+		default:
+			print_usage();
 		}
 	}
 	if (optind >= argc)

@@ -133,7 +133,7 @@ static int test_long_lines(void)
 	/* A %s argument is cut near 500 bytes by bpf_snprintf; see log.h. */
 	static const unsigned int widths[] = { 15, 111, 112, 113, 224, 225, 336, 480 };
 
-	for (unsigned int w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+	for (unsigned int w = 0; w < ARRAY_SIZE(widths); w++) {
 		struct collect c = { .width = widths[w], .stream = ARENA_LOG_STDOUT };
 
 		CHECK(write_lines(1, 20, widths[w], ARENA_LOG_STDOUT, NULL) == 0, "");
@@ -355,7 +355,7 @@ static int test_buddy_stats(void)
 		      "reserve: %d", ret);
 		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32,
 		      "");
-		CHECK(((volatile u8 *)(uintptr_t)r.addr)[4 * 4096 - 1] == 0, "");
+		CHECK(READ_ONCE(((u8 *)(uintptr_t)r.addr)[4 * 4096 - 1]) == 0, "");
 		r.nr_pages = 0;
 		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
 		      "second reserve: %d", ret);
@@ -421,10 +421,11 @@ static int heap_counts(struct bpf_object *o, struct heap_counts *c)
 /* Run an XDP or tc program on a dummy packet, repeat times; its last return value. */
 static int run_packet_prog(struct bpf_object *o, const char *name, int repeat, int *retval)
 {
+	struct bpf_program *p = bpf_object__find_program_by_name(o, name);
 	char pkt[64] = { 0 };
+
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = sizeof(pkt),
 		    .repeat = repeat);
-	struct bpf_program *p = bpf_object__find_program_by_name(o, name);
 
 	if (!p || bpf_prog_test_run_opts(bpf_program__fd(p), &opts))
 		return -1;

@@ -133,9 +133,15 @@ static int test_model(void)
 		if (r < 50 && n < LIVE) {
 			/* Sizes across every order, odd ones included, and some page runs. */
 			switch (random() % 10) {
-			case 0: size = 1 + random() % 16; break;
-			case 9: size = 1 + random() % (BUDDY_MAX_SIZE + 300000); break;
-			default: size = 1 + random() % (1u << (random() % 14 + 4)); break;
+			case 0:
+				size = 1 + random() % 16;
+				break;
+			case 9:
+				size = 1 + random() % (BUDDY_MAX_SIZE + 300000);
+				break;
+			default:
+				size = 1 + random() % (1u << (random() % 14 + 4));
+				break;
 			}
 			live[n].p = buddy_alloc(&b, size);
 			CHECK(live[n].p, "alloc %llu failed", (unsigned long long)size);
