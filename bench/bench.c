@@ -402,8 +402,8 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 	qsort(m.ns, MAINT_PASSES, sizeof(m.ns[0]), cmp_u64);
 	printf(
 	       "  idle: %u passes in a row, min %llu, median %llu, max %llu; pages mapped %llu, unmapped %llu\n",
-	       m.passes, (unsigned long long)m.ns[0],
-	       (unsigned long long)m.ns[MAINT_PASSES / 2], (unsigned long long)m.ns[MAINT_PASSES - 1],
+	       m.passes, (unsigned long long)m.ns[0], (unsigned long long)m.ns[MAINT_PASSES / 2],
+	       (unsigned long long)m.ns[MAINT_PASSES - 1],
 	       (unsigned long long)m.map_pages, (unsigned long long)m.unmap_pages);
 	printf("goal: an idle pass costs at most 50 us: %.1f us median, %.1f us max (%s)\n",
 	       m.ns[MAINT_PASSES / 2] / 1e3, m.ns[MAINT_PASSES - 1] / 1e3,

@@ -218,12 +218,14 @@ __weak int uaf_one(u32 size)
 	touch(p + size - 1, 1, 1);
 	hits += caught(n, p + size - 1, ASAN_USE_AFTER_FREE, 1);
 	/* Allocations of the same size come from elsewhere while p is quarantined. */
-	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop; i++)
+	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop;
+	     i++)
 		later[i] = (u64)arena_malloc(size);
 	n = reports();
 	touch(p + (size & ~7u) / 2, size >= 8 ? 8 : 1, 0);
 	hits += caught(n, p + (size & ~7u) / 2, ASAN_USE_AFTER_FREE, 0);
-	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop; i++) {
+	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop;
+	     i++) {
 		if (later[i] == p)
 			hits = -100;
 		arena_free((void __arena *)later[i]);

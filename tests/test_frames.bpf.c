@@ -4,7 +4,8 @@
  * shown to the verifier: each program calls the allocator (or the B-tree) from the
  * deepest frame those figures leave, with the stack of its chain filled to what they
  * leave but for a margin for the compiler's own spills. If the library grows deeper or
- * bigger than it says, this object no longer loads. scripts/frame-budget checks the same figures against the objects.
+ * bigger than it says, this object no longer loads. scripts/frame-budget checks the same
+ * figures against the objects.
  */
 #include <libarena/common.h>
 #include <libarena/buddy.h>

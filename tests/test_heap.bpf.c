@@ -922,7 +922,8 @@ static __noinline int srun(u32 t, u32 seed)
 		k = arena_test_rand(&x) % SLIVE;
 		p = sptr[t][k];
 		if (p) {
-			if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
+			if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64,
+					     t * 977 + k))
 				return 1000 + r;
 			if (arena_free((void __arena *)p))
 				return 2000 + r;
@@ -941,7 +942,8 @@ static __noinline int srun(u32 t, u32 seed)
 		p = sptr[t][k];
 		if (!p)
 			continue;
-		if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
+		if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64,
+				     t * 977 + k))
 			return 3000 + k;
 		if (arena_free((void __arena *)p))
 			return 4000 + k;

@@ -383,7 +383,8 @@ static __noinline int walk_matches(struct rbtree __arena *t)
 
 static __noinline int model_op(struct rbtree __arena *t, u64 *x, u64 *live)
 {
-	u64 r = arena_test_rand(x) % 100, k = arena_test_rand(x) % MODEL_KEYS, v = arena_test_rand(x), got = 0;
+	u64 r = arena_test_rand(x) % 100, k = arena_test_rand(x) % MODEL_KEYS,
+	    v = arena_test_rand(x), got = 0;
 	u64 gk = 0;
 	int ret;
 

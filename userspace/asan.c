@@ -195,7 +195,8 @@ static int where_in(int fd, u64 ip, const char *prog_name, char *buf, size_t len
 		goto out;
 	/* The call is before the return address: the last line that starts before it. */
 	for (u32 i = 0; i < nlines; i++)
-		if (jlines[i] < ip && jlines[i] >= ksyms[f] && (best < 0 || jlines[i] >= jlines[best]))
+		if (jlines[i] < ip && jlines[i] >= ksyms[f] &&
+		    (best < 0 || jlines[i] >= jlines[best]))
 			best = i;
 	btf = btf__load_from_kernel_by_id(info.btf_id);
 	if (btf && best >= 0) {

@@ -98,7 +98,8 @@ static int check_shape(struct buddy *a, int op)
 
 				pairs[o]++;
 				CHECK((a->lazy_mask & (1u << o)) &&
-				      (a->lazy[o] == BUDDY_LAZY(lo, o) || a->lazy[o] == BUDDY_LAZY(hi, o)),
+				      (a->lazy[o] == BUDDY_LAZY(lo, o) ||
+				       a->lazy[o] == BUDDY_LAZY(hi, o)),
 				      "op %d: order %u: a pair apart that lazy[] does not name",
 				      op, o);
 			}

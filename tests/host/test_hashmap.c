@@ -222,8 +222,8 @@ static int test_bad_calls(void)
 		CHECK(hmap_insert(m, hmap_unhash((u64)i << (63 - bits)), i) == 0, "");
 	CHECK(hmap_grow(m) == 0, "");
 	for (i = 1; i < 8; i += 2) {
-		CHECK(hmap_lookup(m, hmap_unhash((u64)i << (63 - bits)), &val) == 0 && val == (u64)i,
-		      "key at new bucket %d's start", i);
+		CHECK(hmap_lookup(m, hmap_unhash((u64)i << (63 - bits)), &val) == 0 &&
+		      val == (u64)i, "key at new bucket %d's start", i);
 		CHECK(hmap_insert(m, hmap_unhash((u64)i << (63 - bits)), i) == -EEXIST, "");
 		CHECK(hmap_delete(m, hmap_unhash((u64)i << (63 - bits)), NULL) == 0, "");
 	}
