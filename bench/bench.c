@@ -226,6 +226,19 @@ static void measure_ref(struct result *r, u32 ref, int threads)
 	record(r, v, failed, 256 * 256 * threads);
 }
 
+/* One round at a thread count: the references, then the allocators in turn at each size. */
+static void measure_round(struct result res[2][NR_SIZES][NR_ALLOCS], struct result ref[NR_REFS],
+			  int threads, bool quick)
+{
+	for (u32 r = 0; r < NR_REFS; r++)
+		measure_ref(&ref[r], r, threads);
+	for (u32 b = 0; b < 2; b++)
+		for (u32 s = 0; s < NR_SIZES; s++)
+			for (u32 al = 0; al < NR_ALLOCS; al++)
+				if (!quick || (!b && s < 2 && al != ALLOC_HASH))
+					measure(&res[b][s][al], al, b, sizes[s], threads);
+}
+
 static void print_result(const struct result *r, const struct result *heap, u32 al,
 			 u32 batch, u32 size, int threads)
 {
@@ -273,8 +286,8 @@ static void print_versus(struct result res[2][2][NR_SIZES][NR_ALLOCS],
 	double limit = ns_of(&ref[0][REF_PREEMPT], 1), worst_limit = 0, worst_obj = 1e9;
 	double worst_buddy = 1e9;
 
-	printf("\nheap against its peers, 1 thread: x faster than each (their ns / heap's), "
-	       "and x the limit (heap's ns / the preemption-disabled free list's)\n");
+	printf(
+	       "\nheap against its peers, 1 thread: x faster than each (their ns / heap's), and x the limit (heap's ns / the preemption-disabled free list's)\n");
 	printf("%-6s %-5s %9s %9s %9s %9s\n", "work", "size", "heap ns", "obj_new", "buddy",
 	       "limit");
 	for (u32 b = 0; b < 2; b++) {
@@ -387,14 +400,15 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 	if (err)
 		goto fail;
 	qsort(m.ns, MAINT_PASSES, sizeof(m.ns[0]), cmp_u64);
-	printf("  idle: %u passes in a row, min %llu, median %llu, max %llu; pages mapped %llu, "
-	       "unmapped %llu\n", m.passes, (unsigned long long)m.ns[0],
-	       (unsigned long long)m.ns[MAINT_PASSES / 2], (unsigned long long)m.ns[MAINT_PASSES - 1],
+	printf(
+	       "  idle: %u passes in a row, min %llu, median %llu, max %llu; pages mapped %llu, unmapped %llu\n",
+	       m.passes, (unsigned long long)m.ns[0], (unsigned long long)m.ns[MAINT_PASSES / 2],
+	       (unsigned long long)m.ns[MAINT_PASSES - 1],
 	       (unsigned long long)m.map_pages, (unsigned long long)m.unmap_pages);
 	printf("goal: an idle pass costs at most 50 us: %.1f us median, %.1f us max (%s)\n",
 	       m.ns[MAINT_PASSES / 2] / 1e3, m.ns[MAINT_PASSES - 1] / 1e3,
 	       m.ns[MAINT_PASSES / 2] <= 50000 ? "met" : "NOT met");
-	for (u32 i = 0; i < sizeof(after) / sizeof(after[0]); i++) {
+	for (u32 i = 0; i < ARRAY_SIZE(after); i++) {
 		/* From an empty pool, so the pass maps what the objects drained. */
 		if (purge_all(g))
 			goto fail;
@@ -402,9 +416,9 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 		err = run_args("bench_maintain", &m, sizeof(m));
 		if (err)
 			goto fail;
-		printf("  after %4u allocations of 4 KiB: %9llu ns, %4llu pages mapped "
-		       "(%.1f us per page)\n", after[i], (unsigned long long)m.ns_total,
-		       (unsigned long long)m.map_pages,
+		printf(
+		       "  after %4u allocations of 4 KiB: %9llu ns, %4llu pages mapped (%.1f us per page)\n",
+		       after[i], (unsigned long long)m.ns_total, (unsigned long long)m.map_pages,
 		       m.map_pages ? m.ns_total / 1e3 / m.map_pages : 0.0);
 	}
 
@@ -424,9 +438,9 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 	for (int r = 0; r < 16; r++)
 		cell(run_prog, ALLOC_HEAP, 1, 4096, 256 * 1024, ncpu, &failed);
 	secs = now() - t0;
-	printf("  steady load (batches of 256 x 4 KiB on %d CPUs, %.2f s): maintenance "
-	       "%.2f ms per second in %.0f passes/s; pages mapped %llu, unmapped %llu "
-	       "after warm-up\n", ncpu, secs, (g->maintain_ns - ns0) / 1e6 / secs,
+	printf(
+	       "  steady load (batches of 256 x 4 KiB on %d CPUs, %.2f s): maintenance %.2f ms per second in %.0f passes/s; pages mapped %llu, unmapped %llu after warm-up\n",
+	       ncpu, secs, (g->maintain_ns - ns0) / 1e6 / secs,
 	       (g->maintain_passes - passes0) / secs,
 	       (unsigned long long)(g->map_pages - maps0),
 	       (unsigned long long)(g->unmap_pages - unmaps0));
@@ -453,8 +467,8 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 	printf("  %-52s %8.1f\n", "arena_heap_maintain() every 256 inserts", best[RB_RITUAL]);
 	printf("  %-52s %8.1f\n", "pre-filled heap (reservation before the clock)",
 	       best[RB_PREFILLED]);
-	printf("goal: the build with its reservation at most 2x the pre-filled one: %.2fx "
-	       "(%s)\n", best[RB_RESERVE] / best[RB_PREFILLED],
+	printf("goal: the build with its reservation at most 2x the pre-filled one: %.2fx (%s)\n",
+	       best[RB_RESERVE] / best[RB_PREFILLED],
 	       best[RB_RESERVE] <= 2 * best[RB_PREFILLED] ? "met" : "NOT met");
 
 	/* Where the buddy allocator's time goes: an otherwise empty chunk, a neighbour held. */
@@ -474,9 +488,8 @@ static int slow_side(struct arena_heap_global *g, int ncpu, int rounds)
 			if (!held || sa.ns_held < held)
 				held = sa.ns_held;
 		}
-		printf("\nbuddy, 64 B pairs on a private allocator: %llu ns with its chunk "
-		       "otherwise empty (the pair left apart: no split, no merge), "
-		       "%llu ns with a neighbour held (no split, no merge)\n",
+		printf(
+		       "\nbuddy, 64 B pairs on a private allocator: %llu ns with its chunk otherwise empty (the pair left apart: no split, no merge), %llu ns with a neighbour held (no split, no merge)\n",
 		       (unsigned long long)lone, (unsigned long long)held);
 	}
 	return 0;
@@ -507,15 +520,16 @@ static int at_rest(struct arena_heap_global *g, struct bench_args *a)
 		held = g->pages_mapped;
 		spare = heap_reserve_pages(g);
 		large = b ? b->stats.chunks_held * chunk : 0;
-		printf("  at rest (%s, the purge delay of %u ms passed, an idle pass): %llu pages "
-		       "held (%llu spare): %.2fx; with the large sizes' standing reserve (%llu "
-		       "pages): %.2fx\n", k ? "reserve_rest 1" : "reserve targets kept",
+		printf(
+		       "  at rest (%s, the purge delay of %u ms passed, an idle pass): %llu pages held (%llu spare): %.2fx; with the large sizes' standing reserve (%llu pages): %.2fx\n",
+		       k ? "reserve_rest 1" : "reserve targets kept",
 		       g->purge_delay, (unsigned long long)held, (unsigned long long)spare,
 		       held * 4096.0 / a->live_bytes, (unsigned long long)large,
 		       (held + large) * 4096.0 / a->live_bytes);
 		if (k)
-			printf("goal: at rest at most 1.3x the live bytes, spares included: "
-			       "%.2fx with reserve_rest 1 (%s)\n", held * 4096.0 / a->live_bytes,
+			printf(
+			       "goal: at rest at most 1.3x the live bytes, spares included: %.2fx with reserve_rest 1 (%s)\n",
+			       held * 4096.0 / a->live_bytes,
 			       held * 4096.0 / a->live_bytes <= 1.3 ? "met" : "NOT met");
 	}
 	g->reserve_rest = rest;
@@ -560,23 +574,16 @@ int main(int argc, char **argv)
 	}
 	printf("allocator benchmark: timings from this machine (a TCG guest under make bench);\n"
 	       "compare the ratios within this run only. ratio = throughput / heap's.\n");
-	printf("each figure: the best of %d rounds, the allocators taking turns within a "
-	       "round,\nso a busy host slows all of them alike.\n", rounds);
+	printf(
+	       "each figure: the best of %d rounds, the allocators taking turns within a round,\nso a busy host slows all of them alike.\n",
+	       rounds);
 	for (int ti = 0; ti < 2; ti++) {
 		int threads = ti ? ncpu : 1;
 
 		if (ti && (ncpu == 1 || quick))
 			break;
-		for (int round = 0; round < rounds; round++) {
-			for (u32 r = 0; r < NR_REFS; r++)
-				measure_ref(&ref[ti][r], r, threads);
-			for (u32 b = 0; b < 2; b++)
-				for (u32 s = 0; s < NR_SIZES; s++)
-					for (u32 al = 0; al < NR_ALLOCS; al++)
-						if (!quick || (!b && s < 2 && al != ALLOC_HASH))
-							measure(&res[ti][b][s][al], al, b,
-								sizes[s], threads);
-		}
+		for (int round = 0; round < rounds; round++)
+			measure_round(res[ti], ref[ti], threads, quick);
 		if (quick) {
 			/* BENCH_QUICK: for work on the fast paths, the pairs only. */
 			for (u32 r = 0; r < NR_REFS; r++)
@@ -588,8 +595,9 @@ int main(int argc, char **argv)
 		       threads, threads > 1 ? "s" : "");
 		for (u32 r = 0; r < NR_REFS; r++)
 			printf("  %-42s %9.1f\n", ref_names[r], ns_of(&ref[ti][r], threads));
-		printf("\n%d thread%s (one per CPU), allocations per second and ns per "
-		       "allocation+free\n", threads, threads > 1 ? "s" : "");
+		printf(
+		       "\n%d thread%s (one per CPU), allocations per second and ns per allocation+free\n",
+		       threads, threads > 1 ? "s" : "");
 		printf("%-6s %-5s %-8s %12s %9s %7s\n", "work", "size", "alloc", "allocs/s",
 		       "ns/op", "ratio");
 		for (u32 b = 0; b < 2; b++)
@@ -600,8 +608,9 @@ int main(int argc, char **argv)
 	}
 	print_versus(res, ref);
 	if (ncpu > 1) {
-		printf("\nscaling: allocs/s on %d CPUs at once / allocs/s on 1 (%d would be "
-		       "perfect; below 1, a lock collapses)\n", ncpu, ncpu);
+		printf(
+		       "\nscaling: allocs/s on %d CPUs at once / allocs/s on 1 (%d would be perfect; below 1, a lock collapses)\n",
+		       ncpu, ncpu);
 		printf("%-6s %-5s", "work", "size");
 		for (u32 al = 0; al < NR_ALLOCS; al++)
 			printf(" %8s", alloc_names[al]);
@@ -666,11 +675,12 @@ int main(int argc, char **argv)
 		}
 		if (al == ALLOC_HEAP && g)
 			a.pages_reserve = heap_reserve_pages(g);
-		printf("\nmixed workload, %s: %u allocations of 16 B..64 KiB (a third freed again), "
-		       "%llu bytes live in %llu bytes of objects\n", alloc_names[al], a.done,
+		printf(
+		       "\nmixed workload, %s: %u allocations of 16 B..64 KiB (a third freed again), %llu bytes live in %llu bytes of objects\n",
+		       alloc_names[al], a.done,
 		       (unsigned long long)a.live_bytes, (unsigned long long)a.block_bytes);
-		printf("  pages held %llu (%llu of them spare): overhead %.2fx (held / live), "
-		       "%.2fx without the spares, rounding alone %.2fx\n",
+		printf(
+		       "  pages held %llu (%llu of them spare): overhead %.2fx (held / live), %.2fx without the spares, rounding alone %.2fx\n",
 		       (unsigned long long)a.pages_held, (unsigned long long)a.pages_reserve,
 		       a.pages_held * 4096.0 / a.live_bytes,
 		       (a.pages_held - a.pages_reserve) * 4096.0 / a.live_bytes,

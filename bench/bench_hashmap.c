@@ -79,7 +79,8 @@ static int cell(u32 kind, u32 op, int n, double *ns_per_op, double *ops_per_s)
 	for (i = 0; i < n; i++) {
 		pthread_join(t[i].tid, NULL);
 		if (t[i].err || t[i].a.done != OPS) {
-			fprintf(stderr, "bench_hashmap: %s %s thread %d: error %d, %llu of %u done\n",
+			fprintf(stderr,
+				"bench_hashmap: %s %s thread %d: error %d, %llu of %u done\n",
 				kind_names[kind], op_names[op], i, t[i].err,
 				(unsigned long long)t[i].a.done, OPS);
 			err = -1;
@@ -130,8 +131,10 @@ int main(int argc, char **argv)
 	threads[1] = ncpu;
 	for (i = 0; i < 2; i++)
 		for (k = 0; k < NR_KINDS; k++)
-			for (o = 0; o < HM_NR_OPS; o++)
-				ns[i][k][o] = 1e30, rate[i][k][o] = 0;
+			for (o = 0; o < HM_NR_OPS; o++) {
+				ns[i][k][o] = 1e30;
+				rate[i][k][o] = 0;
+			}
 	printf("hash maps: %u keys, %u random operations a thread, best of %d rounds\n", KEYS,
 	       OPS, rounds);
 	for (round = 0; round < rounds; round++)
@@ -161,8 +164,9 @@ int main(int argc, char **argv)
 		double lk = rate[i][K_HMAP][HM_LOOKUP] / rate[i][K_BPF_HASH][HM_LOOKUP];
 		double up = rate[i][K_HMAP][HM_UPDATE] / rate[i][K_BPF_HASH][HM_UPDATE];
 
-		printf("goal on %d thread%s: lookups %.2fx the BPF hash map's rate (>= 1x: %s), "
-		       "updates %.2fx (>= 2x: %s)\n", threads[i], threads[i] > 1 ? "s" : "", lk,
+		printf(
+		       "goal on %d thread%s: lookups %.2fx the BPF hash map's rate (>= 1x: %s), updates %.2fx (>= 2x: %s)\n",
+		       threads[i], threads[i] > 1 ? "s" : "", lk,
 		       lk >= 1 ? "met" : "NOT met", up, up >= 2 ? "met" : "NOT met");
 	}
 	bpf_object__close(obj);

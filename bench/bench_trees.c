@@ -55,6 +55,30 @@ static int run(u32 kind, u32 op, u32 keys, struct tree_args *a)
 	return 0;
 }
 
+/* Every operation once on one map of keys keys: the best times so far, the build's size. */
+static int run_ops(u32 kind, u32 keys, double best[TOP_NR], double *bytes, u32 *height)
+{
+	struct tree_args a;
+	int fails = 0;
+
+	for (u32 o = 0; o < TOP_NR; o++) {
+		if (run(kind, o, keys, &a)) {
+			fails++;
+			continue;
+		}
+		if (!a.done)
+			continue;
+		if (o == TOP_BUILD) {
+			*bytes = (double)a.bytes / keys;
+			if (kind == T_BTREE)
+				*height = a.height;
+		}
+		if ((double)a.ns / a.done < best[o])
+			best[o] = (double)a.ns / a.done;
+	}
+	return fails;
+}
+
 int main(int argc, char **argv)
 {
 	static const u32 counts[] = { 1u << 10, 1u << 16, 1u << 20 };
@@ -64,7 +88,6 @@ int main(int argc, char **argv)
 	int rounds = s ? atoi(s) : 3, c, r, k, o, fails = 0;
 	u32 max = m ? strtoul(m, NULL, 0) : 1u << 20, height[3] = {};
 	struct bpf_object *obj;
-	struct tree_args a;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: bench_trees OBJECT\n");
@@ -92,21 +115,8 @@ int main(int argc, char **argv)
 			for (k = 0; k < NR_KINDS; k++) {
 				if (only && strcmp(only, kind_names[k]))
 					continue;
-				for (o = 0; o < TOP_NR; o++) {
-					if (run(k, o, counts[c], &a)) {
-						fails++;
-						continue;
-					}
-					if (!a.done)
-						continue;
-					if (o == TOP_BUILD) {
-						bytes[c][k] = (double)a.bytes / counts[c];
-						if (k == T_BTREE)
-							height[c] = a.height;
-					}
-					if ((double)a.ns / a.done < best[c][k][o])
-						best[c][k][o] = (double)a.ns / a.done;
-				}
+				fails += run_ops(k, counts[c], best[c][k], &bytes[c][k],
+						 &height[c]);
 			}
 		}
 	}
@@ -135,10 +145,9 @@ int main(int argc, char **argv)
 		double range = best[c][T_RBTREE][TOP_RANGE] / best[c][T_BTREE][TOP_RANGE];
 		double mem = bytes[c][T_BTREE] / bytes[c][T_RBTREE];
 
-		printf("goal at %u keys: lookups %.2fx faster than the rbtree (>= 2x: %s), "
-		       "scans %.2fx by cursor and %.2fx by range (>= 5x: %s), "
-		       "%.2f of its bytes per key (<= 0.5: %s)\n", counts[c], hit,
-		       hit >= 2 ? "met" : "NOT met", scan, range,
+		printf(
+		       "goal at %u keys: lookups %.2fx faster than the rbtree (>= 2x: %s), scans %.2fx by cursor and %.2fx by range (>= 5x: %s), %.2f of its bytes per key (<= 0.5: %s)\n",
+		       counts[c], hit, hit >= 2 ? "met" : "NOT met", scan, range,
 		       scan >= 5 ? "met" : range >= 5 ? "met by range" : "NOT met", mem,
 		       mem <= 0.5 ? "met" : "NOT met");
 	}

@@ -382,8 +382,9 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(arena_init_task, struct task_struct *p,
 	if (!c) {
 		/* One line per failure would flood the log in a fork storm: the first only. */
 		if (atomic_fetch_add(&scx_stats.ctx_failures, 1) == 0)
-			arena_stderr("scx_arena: no context for pid %d (%s): it runs from the "
-				     "global DSQ; failures are counted", p->pid, p->comm);
+			arena_stderr(
+				     "scx_arena: no context for pid %d (%s): it runs from the global DSQ; failures are counted",
+				     p->pid, p->comm);
 		*v = 0;
 		return 0;
 	}

@@ -42,12 +42,13 @@
 #define SCX_OPS		"/sys/kernel/sched_ext/root/ops"
 #define SCX_EXIT_ERROR	1024	/* enum scx_exit_kind: errors from here on */
 
-static volatile sig_atomic_t stop;
+/* Set by the signal handler; single atomic accesses, which are async-signal-safe. */
+static sig_atomic_t stop;
 static int nr_cpus;
 
 static void on_signal(int sig)
 {
-	stop = 1;
+	WRITE_ONCE(stop, 1);
 }
 
 static double now_ms(void)
@@ -128,7 +129,7 @@ static double fork_exec_storm(void)
 	return started ? now_ms() - t0 : -EINVAL;
 }
 
-static volatile unsigned long long sink;
+static unsigned long long sink;
 
 static double spinners(void)
 {
@@ -145,7 +146,7 @@ static double spinners(void)
 
 			for (long k = 0; k < 300000000; k++)
 				x = x * 6364136223846793005ull + 1442695040888963407ull;
-			sink = x;
+			WRITE_ONCE(sink, x);
 			_exit(0);
 		}
 	}
@@ -263,7 +264,7 @@ static const struct workload {
 	{ "pipe_ping_pong", ping_pong },
 	{ "messaging", messaging },
 };
-#define NR_WORKLOADS	(int)(sizeof(workloads) / sizeof(workloads[0]))
+#define NR_WORKLOADS	((int)ARRAY_SIZE(workloads))
 
 /* ---- the scheduler ---- */
 
@@ -406,9 +407,8 @@ static void print_stats(struct sched *s, const char *prefix)
 	long long out = outstanding(s);
 
 	sum_stats(s->stats, &t);
-	printf("%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu "
-	       "(missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, "
-	       "%llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
+	printf(
+	       "%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu (missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, %llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
 	       prefix, t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
 	       t.moved, t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
 	       s->stats->ctx_failures, out, g ? (unsigned long long)g->pages_mapped : 0);
@@ -436,7 +436,7 @@ static int watch(const char *path, int seconds)
 		return 1;
 	}
 	printf("scx_arena: attached (%s), %d CPUs; Ctrl-C detaches\n", path, nr_cpus);
-	for (int t = 0; !stop && !s.stats->exit_kind && (!seconds || t < seconds); t++) {
+	for (int t = 0; !READ_ONCE(stop) && !s.stats->exit_kind && (!seconds || t < seconds); t++) {
 		sleep(1);
 		sched_log(&s);
 		print_stats(&s, "");
@@ -498,9 +498,10 @@ static int kmsg_problems(int fd)
 		if (n <= 0)
 			continue;	/* EPIPE: records were overwritten; go on */
 		rec[n] = 0;
-		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 			if (strstr(rec, bad[i])) {
-				printf("  kernel: %s", strchr(rec, ';') ? strchr(rec, ';') + 1 : rec);
+				printf("  kernel: %s",
+				       strchr(rec, ';') ? strchr(rec, ';') + 1 : rec);
 				problems++;
 				break;
 			}
@@ -567,9 +568,9 @@ static void test_empty_reserve(struct sched *s)
 		bad += !err && fork_one();
 	}
 	check(!err && !bad && s->stats->ctx_failures > fails && !s->stats->exit_kind,
-	      "init_task_reserve_empty", "%llu objects drained, %d forks, %llu without a "
-	      "context, none lost, scheduler on: %s", held, i,
-	      s->stats->ctx_failures - fails, s->stats->exit_kind ? "no" : "yes");
+	      "init_task_reserve_empty",
+	      "%llu objects drained, %d forks, %llu without a context, none lost, scheduler on: %s",
+	      held, i, s->stats->ctx_failures - fails, s->stats->exit_kind ? "no" : "yes");
 	s->stats->init_nosleep = 0;
 	fails = s->stats->ctx_failures;
 	allocs = s->stats->ctx_allocs;
@@ -628,8 +629,9 @@ static int selftest(const char *path)
 	check(s.stats->ctx_allocs == s.stats->ctx_frees, "contexts_freed",
 	      "%llu made, %llu freed", s.stats->ctx_allocs, s.stats->ctx_frees);
 	after = outstanding(&s);
-	check(after == before, "no_leak", "arena_heap_outstanding %lld before attach, %lld "
-	      "after detach", before, after);
+	check(after == before, "no_leak",
+	      "arena_heap_outstanding %lld before attach, %lld after detach",
+	      before, after);
 	reports = kmsg_problems(kmsg);
 	check(reports == 0, "kernel_log", reports < 0 ? "/dev/kmsg unreadable" :
 	      "%d warnings, errors or stalls", reports);
@@ -731,8 +733,8 @@ static int demo(const char *path, const char *simple)
 		printf(" %11.2fx %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0,
 		       faster > 0 ? ms[2][w] / faster : 0);
 	}
-	printf("scx_arena: goal, at most 1.5x the slower of the others on every workload "
-	       "(TCG timing varies by a third)\n");
+	printf(
+	       "scx_arena: goal, at most 1.5x the slower of the others on every workload (TCG timing varies by a third)\n");
 	problems = kmsg_problems(kmsg);
 	if (problems)
 		printf("scx_arena: %d kernel log lines of warnings, errors or stalls\n", problems);

@@ -23,7 +23,7 @@ static const struct { int nr; const char *name; } names[] = {
 
 static const char *name_of(int nr)
 {
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (names[i].nr == nr)
 			return names[i].name;
 	return "?";

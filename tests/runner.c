@@ -539,8 +539,9 @@ static void run_parallel(const char *obj, struct bpf_object *o, const char *base
 			goto out;
 		}
 		if (ret) {
-			snprintf(why, sizeof(why), "__enabled returned %d (0 runs the test, "
-				 "-EOPNOTSUPP skips it)", ret);
+			snprintf(why, sizeof(why),
+				 "__enabled returned %d (0 runs the test, -EOPNOTSUPP skips it)",
+				 ret);
 			res = -1;
 			goto out;
 		}
@@ -731,17 +732,18 @@ static void run_object(const char *path)
 	}
 	/* An object that holds no test proves nothing: say so, unless a filter chose none. */
 	if (opt.passed + opt.failed + opt.skipped == before && !opt.nr_filters)
-		report(obj, "tests", -1, "the object holds no test_* or parallel_test_* program", 0);
+		report(obj, "tests", -1, "the object holds no test_* or parallel_test_* program",
+		       0);
 	/* Lines logged outside any test (or after the last drain) are not lost. */
 	if (ring)
 		libarena_log_print(ring, stdout, stdout);
 	bpf_object__close(o);
 }
 
-static void usage(void)
+static void print_usage(void)
 {
-	fprintf(stderr, "usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] "
-		"OBJECT...\n");
+	fprintf(stderr,
+		"usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
 	exit(2);
 }
 
@@ -753,20 +755,31 @@ int main(int argc, char **argv)
 	opt.seed = time(NULL);
 	while ((c = getopt(argc, argv, "vauf:x:s:h")) != -1) {
 		switch (c) {
-		case 'v': opt.verbose = true; break;
-		case 'a': opt.asan = true; break;
-		case 'u': opt.upstream = true; break;
-		case 'x': opt.expect_fail = optarg; break;
-		case 's': opt.seed = strtoul(optarg, NULL, 0); break;
+		case 'v':
+			opt.verbose = true;
+			break;
+		case 'a':
+			opt.asan = true;
+			break;
+		case 'u':
+			opt.upstream = true;
+			break;
+		case 'x':
+			opt.expect_fail = optarg;
+			break;
+		case 's':
+			opt.seed = strtoul(optarg, NULL, 0);
+			break;
 		case 'f':
 			if (opt.nr_filters < MAX_FILTERS)
 				opt.filters[opt.nr_filters++] = optarg;
 			break;
-		default: usage();
+		default:
+			print_usage();
 		}
 	}
 	if (optind >= argc)
-		usage();
+		print_usage();
 	env = getenv("LIBARENA_TEST_FILTER");
 	if (env && *env) {
 		env = strdup(env);

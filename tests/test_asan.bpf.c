@@ -39,24 +39,40 @@ __weak int touch(u64 addr, u32 width, u32 write)
 
 	if (write) {
 		switch (width) {
-		case 1: *(volatile u8 __arena *)addr = 0x5a; break;
-		case 2: *(volatile u16 __arena *)addr = 0x5a5a; break;
-		case 4: *(volatile u32 __arena *)addr = 0x5a5a5a5a; break;
-		default: *(volatile u64 __arena *)addr = 0x5a5a5a5a5a5a5a5aull; break;
+		case 1:
+			WRITE_ONCE(*(u8 __arena *)addr, 0x5a);
+			break;
+		case 2:
+			WRITE_ONCE(*(u16 __arena *)addr, 0x5a5a);
+			break;
+		case 4:
+			WRITE_ONCE(*(u32 __arena *)addr, 0x5a5a5a5a);
+			break;
+		default:
+			WRITE_ONCE(*(u64 __arena *)addr, 0x5a5a5a5a5a5a5a5aull);
+			break;
 		}
 		return 0;
 	}
 	switch (width) {
-	case 1: v = *(volatile u8 __arena *)addr; break;
-	case 2: v = *(volatile u16 __arena *)addr; break;
-	case 4: v = *(volatile u32 __arena *)addr; break;
-	default: v = *(volatile u64 __arena *)addr; break;
+	case 1:
+		v = READ_ONCE(*(u8 __arena *)addr);
+		break;
+	case 2:
+		v = READ_ONCE(*(u16 __arena *)addr);
+		break;
+	case 4:
+		v = READ_ONCE(*(u32 __arena *)addr);
+		break;
+	default:
+		v = READ_ONCE(*(u64 __arena *)addr);
+		break;
 	}
 	return v == 0x1234567890abcdefull;
 }
 
 /* The line number of touch()'s one-byte write, for the source location check. */
-#define TOUCH_WRITE1_LINE	42
+#define TOUCH_WRITE1_LINE	43
 
 /*
  * Did the last access make exactly one report, of this kind, at bad, of this direction?
@@ -69,14 +85,14 @@ __weak int caught(u64 before, u64 bad, u32 kind, u32 write)
 	u64 n = READ_ONCE(st->nr_reports);
 
 	if (n != before + 1) {
-		arena_stderr("caught: %llu reports, expected 1 (kind %u at %llx)", n - before,
-			     kind, bad);
+		arena_stderr("%s: %llu reports, expected 1 (kind %u at %llx)", __func__,
+			     n - before, kind, bad);
 		return 0;
 	}
 	r = &st->reports[(n - 1) % ASAN_MAX_REPORTS];
 	if (r->kind != kind || r->addr != bad || !!(r->flags & ASAN_F_WRITE) != !!write) {
-		arena_stderr("caught: kind %u at %llx write %u, expected kind %u at %llx write %u",
-			     r->kind, r->addr, r->flags & ASAN_F_WRITE, kind, bad, write);
+		arena_stderr("%s: kind %u at %llx write %u, expected kind %u at %llx write %u",
+			     __func__, r->kind, r->addr, r->flags & ASAN_F_WRITE, kind, bad, write);
 		return 0;
 	}
 	return 1;
@@ -174,10 +190,12 @@ int asan_test_oob_straddle(struct arena_test_ctx *ctx)
 	hits += caught(n, p + 16, ASAN_OUT_OF_BOUNDS, 1);
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 3", hits);
-	arena_stdout("asan-expect: out-of-bounds read of 8 bytes at 0x%llx: out of bounds by "
-		     "1 byte past the end of the 13-byte block at 0x%llx", p + 8, p);
-	arena_stdout("asan-expect: out-of-bounds write of 2 bytes at 0x%llx: out of bounds by "
-		     "4 bytes past the end", p + 16);
+	arena_stdout(
+		     "asan-expect: out-of-bounds read of 8 bytes at 0x%llx: out of bounds by 1 byte past the end of the 13-byte block at 0x%llx",
+		     p + 8, p);
+	arena_stdout(
+		     "asan-expect: out-of-bounds write of 2 bytes at 0x%llx: out of bounds by 4 bytes past the end",
+		     p + 16);
 	ARENA_ASSERT_EQ(hits, 3);
 	return 0;
 }
@@ -200,12 +218,14 @@ __weak int uaf_one(u32 size)
 	touch(p + size - 1, 1, 1);
 	hits += caught(n, p + size - 1, ASAN_USE_AFTER_FREE, 1);
 	/* Allocations of the same size come from elsewhere while p is quarantined. */
-	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop; i++)
+	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop;
+	     i++)
 		later[i] = (u64)arena_malloc(size);
 	n = reports();
 	touch(p + (size & ~7u) / 2, size >= 8 ? 8 : 1, 0);
 	hits += caught(n, p + (size & ~7u) / 2, ASAN_USE_AFTER_FREE, 0);
-	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop; i++) {
+	for (i = zero; i < (size > HEAP_MEDIUM_MAX ? 1 : size > 8192 ? 4 : NR_LATER) && can_loop;
+	     i++) {
 		if (later[i] == p)
 			hits = -100;
 		arena_free((void __arena *)later[i]);
@@ -251,7 +271,7 @@ int asan_test_source_line(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(state()->reports[(reports() - 1) % ASAN_MAX_REPORTS].ip);
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 1", hit);
-	arena_stdout("asan-expect: by asan_test_source_line:touch+0x");
+	arena_stdout("asan-expect: by %s:touch+0x", __func__);
 	arena_stdout("asan-expect: (test_asan.bpf.c:%d)", TOUCH_WRITE1_LINE);
 	ARENA_ASSERT_EQ(hit, 1);
 	return 0;
@@ -336,7 +356,7 @@ int asan_test_memset(struct arena_test_ctx *ctx)
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 1", hit);
 	arena_stdout("asan-expect: out-of-bounds write of 51 bytes at 0x%llx", p);
-	arena_stdout("asan-expect: by asan_test_memset:asan_test_memset+0x");
+	arena_stdout("asan-expect: by %s:%s+0x", __func__, __func__);
 	ARENA_ASSERT_EQ(hit, 1);
 	return 0;
 }
@@ -400,8 +420,9 @@ int asan_test_wild_and_flag(struct arena_test_ctx *ctx)
 	state()->report_first = 0;
 	arena_free((void __arena *)p);
 	arena_stdout("asan-seeded: caught %d of 1", hits);
-	arena_stdout("asan-expect: wild access read of 8 bytes at 0x%llx: memory no block "
-		     "holds (never allocated)", q);
+	arena_stdout(
+		     "asan-expect: wild access read of 8 bytes at 0x%llx: memory no block holds (never allocated)",
+		     q);
 	ARENA_ASSERT_EQ(hits, 1);
 	return 0;
 }
@@ -554,10 +575,12 @@ int asan_test_size_word_overwritten(struct arena_test_ctx *ctx)
 	r = &state()->reports[n % ASAN_MAX_REPORTS];
 	ARENA_ASSERT_EQ(r->block_size, 100);
 	arena_stdout("asan-seeded: caught %d of 5", hits);
-	arena_stdout("asan-expect: use-after-free read of 4 bytes at 0x%llx: 96 bytes into the "
-		     "freed 100-byte block at 0x%llx", p1 + 96, p1);
-	arena_stdout("asan-expect: use-after-free read of 1 byte at 0x%llx: 99 bytes into the "
-		     "freed 100-byte block at 0x%llx", p + 99, p);
+	arena_stdout(
+		     "asan-expect: use-after-free read of 4 bytes at 0x%llx: 96 bytes into the freed 100-byte block at 0x%llx",
+		     p1 + 96, p1);
+	arena_stdout(
+		     "asan-expect: use-after-free read of 1 byte at 0x%llx: 99 bytes into the freed 100-byte block at 0x%llx",
+		     p + 99, p);
 	ARENA_ASSERT_EQ(hits, 5);
 	return 0;
 }
@@ -620,6 +643,10 @@ int asan_test_heap_window_edge(struct arena_test_ctx *ctx)
 	return 0;
 }
 
+/* touch()'s frame in the call trace: program:function+offset (file:line). */
+#define UPSTREAM_TRACE_LINE \
+	"{{[ \t]+}}asan_test_upstream_report_lines:touch+0x{{[0-9a-f]+}} (test_asan.bpf.c:{{[0-9]+}})"
+
 /*
  * The report's lines in the upstream sanitizer's format, checked by the runner through
  * __stderr tags as upstream's tests check them (no asan-expect lines): the access, the
@@ -628,9 +655,7 @@ int asan_test_heap_window_edge(struct arena_test_ctx *ctx)
 SEC("syscall")
 __stderr("Memory violation for address 0x{{[0-9a-f]+}} for write of size 1")
 __stderr("CPU: {{[0-9]+}} UID: 0 PID: {{[1-9][0-9]*}} Comm: runner")
-__stderr("Call trace:\n"
-	 "{{[ \t]+}}asan_test_upstream_report_lines:touch+0x{{[0-9a-f]+}} "
-	 "(test_asan.bpf.c:{{[0-9]+}})")
+__stderr("Call trace:\n" UPSTREAM_TRACE_LINE)
 int asan_test_upstream_report_lines(struct arena_test_ctx *ctx)
 {
 	u64 p = (u64)arena_malloc(48), n;

@@ -509,55 +509,46 @@ __weak int btree_bad_calls(u32 seed)
  * Every test body is a global function: as static subprograms with loops that call
  * helpers with loops, they trip 6.12's "No program starts at insn" verifier bug (README).
  */
-#define RUN(test)								\
-	do {									\
-		int ___ret = test(ctx->seed);					\
-		if (___ret)							\
-			return ___ret;						\
-	} while (0)
-
 SEC("syscall")
 int test_btree_calls(struct arena_test_ctx *ctx)
 {
-	RUN(btree_basic);
-	RUN(btree_bad_calls);
-	return 0;
+	int ret;
+
+	ret = btree_basic(ctx->seed);
+	if (ret)
+		return ret;
+	return btree_bad_calls(ctx->seed);
 }
 
 /* Two programs: together in one, 6.12's verifier trips its jit_subprogs bug (README). */
 SEC("syscall")
 int test_btree_cursors(struct arena_test_ctx *ctx)
 {
-	RUN(btree_cursors);
-	return 0;
+	return btree_cursors(ctx->seed);
 }
 
 SEC("syscall")
 int test_btree_ranges_and_pops(struct arena_test_ctx *ctx)
 {
-	RUN(btree_range_and_pops);
-	return 0;
+	return btree_range_and_pops(ctx->seed);
 }
 
 SEC("syscall")
 int test_btree_random_vs_model(struct arena_test_ctx *ctx)
 {
-	RUN(btree_random_vs_model);
-	return 0;
+	return btree_random_vs_model(ctx->seed);
 }
 
 SEC("syscall")
 int test_btree_million_keys(struct arena_test_ctx *ctx)
 {
-	RUN(btree_million);
-	return 0;
+	return btree_million(ctx->seed);
 }
 
 SEC("syscall")
 int test_btree_damaged(struct arena_test_ctx *ctx)
 {
-	RUN(btree_damaged);
-	return 0;
+	return btree_damaged(ctx->seed);
 }
 
 #ifdef LIBARENA_ASAN
@@ -575,8 +566,7 @@ int asan_test_btree_cursor_after_destroy(struct arena_test_ctx *ctx)
 	/* The tree is checked whole when a call starts: the report names the caller's line. */
 	arena_stdout("asan-expect: use-after-free read of %u bytes", (u32)sizeof(struct btree));
 	arena_stdout("asan-expect: into the freed %u-byte block", (u32)sizeof(struct btree));
-	arena_stdout("asan-expect: by asan_test_btree_cursor_after_destroy:"
-		     "asan_test_btree_cursor_after_destroy+");
+	arena_stdout("asan-expect: by %s:%s+", __func__, __func__);
 	return 0;
 }
 #endif

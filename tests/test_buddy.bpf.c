@@ -47,7 +47,7 @@ static __noinline int verify(u64 addr, u64 size, u64 tag)
 
 	for (i = zero; i < n && can_loop; i++)
 		if (w[i] != (addr ^ tag ^ i)) {
-			arena_stderr("verify: %llx + %llu: pattern broken", addr, i * 8);
+			arena_stderr("%s: %llx + %llu: pattern broken", __func__, addr, i * 8);
 			return -EUCLEAN;
 		}
 	for (i = n * 8; i < size && can_loop; i++)

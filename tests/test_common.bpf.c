@@ -27,15 +27,25 @@ int test_barriers(struct arena_test_ctx *ctx)
 {
 	u64 v;
 
+	/*
+	 * Each macro once on one CPU: the verifier takes it and values come through.
+	 * Release: stores before it before the store of 41.
+	 */
 	smp_store_release(&once64, 41);
+	/* Full: the store of 41 before every access below. */
 	smp_mb();
+	/* Stores before it before stores after it. */
 	smp_wmb();
+	/* Loads before it before loads after it. */
 	smp_rmb();
 	barrier();
+	/* Acquire: the load of 41 before the loads after it. */
 	v = smp_load_acquire(&once64);
 	barrier_var(v);
 	ARENA_ASSERT_EQ(v, 41);
+	/* The 32-bit forms: release 7, then acquire it back. */
 	smp_store_release(&once32, 7);
+	/* Pairs with the release just above. */
 	ARENA_ASSERT_EQ(smp_load_acquire(&once32), 7);
 	return 0;
 }
@@ -265,6 +275,7 @@ int parallel_test_message_passing__0(struct arena_test_ctx *ctx)
 
 	for (i = zero + 1; i <= MP_ROUNDS && can_loop; i++) {
 		WRITE_ONCE(mp_data, i);
+		/* The data before the flag: pairs with mp_reader()'s acquire. */
 		smp_store_release(&mp_flag, i);
 	}
 	ARENA_ASSERT_EQ(i, MP_ROUNDS + 1);
@@ -277,6 +288,7 @@ static __noinline int mp_reader(void)
 	int i;
 
 	for (i = zero; i < MP_ROUNDS && can_loop; i++) {
+		/* The flag before the data: pairs with the writer's release. */
 		f = smp_load_acquire(&mp_flag);
 		d = READ_ONCE(mp_data);
 		if (d < f) {

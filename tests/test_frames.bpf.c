@@ -4,7 +4,8 @@
  * shown to the verifier: each program calls the allocator (or the B-tree) from the
  * deepest frame those figures leave, with the stack of its chain filled to what they
  * leave but for a margin for the compiler's own spills. If the library grows deeper or
- * bigger than it says, this object no longer loads. scripts/frame-budget checks the same figures against the objects.
+ * bigger than it says, this object no longer loads. scripts/frame-budget checks the same
+ * figures against the objects.
  */
 #include <libarena/common.h>
 #include <libarena/buddy.h>
@@ -41,21 +42,17 @@ struct buddy __arena_global frames_buddy;
 	__pad[0] = 0;							\
 	asm volatile("" : : "r"(__pad) : "memory")
 
-/* Level n of a chain: pad bytes of its own, then level n - 1. */
+/*
+ * Level n of a chain: pad bytes of its own, then level n - 1. Each chain has levels
+ * 2 .. 6 above p##1, the caller of the allocator; a program enters at the level that
+ * leaves the frames the budget states, so the levels above it go unused.
+ */
 #define LEVEL(p, n, below, pad)						\
-static __noinline __attribute__((unused)) int p##n(void)		\
+static __noinline __maybe_unused int p##n(void)				\
 {									\
 	STACK_PAD(pad);							\
 	return below();							\
 }
-
-/* Levels 2 .. 6 above p##1, the caller of the allocator. */
-#define CHAIN(p, pad)			\
-	LEVEL(p, 2, p##1, pad)		\
-	LEVEL(p, 3, p##2, pad)		\
-	LEVEL(p, 4, p##3, pad)		\
-	LEVEL(p, 5, p##4, pad)		\
-	LEVEL(p, 6, p##5, pad)
 
 /* arena_malloc and arena_free, small and large (through the buddy allocator). */
 #define ALLOC_LEVELS	LEVELS_OF(ARENA_ALLOC_FRAMES)
@@ -65,8 +62,8 @@ static __noinline int alloc1(void)
 {
 	void __arena *small, *large;
 	int err = 0;
-	STACK_PAD(ALLOC_PAD);
 
+	STACK_PAD(ALLOC_PAD);
 	small = arena_malloc(64);
 	large = arena_malloc(100000);
 	if (!small || !large)
@@ -75,7 +72,11 @@ static __noinline int alloc1(void)
 		err = err ?: -EINVAL;
 	return err;
 }
-CHAIN(alloc, ALLOC_PAD)
+LEVEL(alloc, 2, alloc1, ALLOC_PAD)
+LEVEL(alloc, 3, alloc2, ALLOC_PAD)
+LEVEL(alloc, 4, alloc3, ALLOC_PAD)
+LEVEL(alloc, 5, alloc4, ALLOC_PAD)
+LEVEL(alloc, 6, alloc5, ALLOC_PAD)
 
 SEC("syscall")
 int test_frames_arena_malloc(struct arena_test_ctx *ctx)
@@ -94,15 +95,19 @@ static __noinline int calloc1(void)
 {
 	u64 __arena *p;
 	int err;
-	STACK_PAD(CALLOC_PAD);
 
+	STACK_PAD(CALLOC_PAD);
 	p = arena_calloc(16, 8);
 	err = p && !p[0] && !p[15] ? 0 : -ENOMEM;
 	if (arena_free(p))
 		err = err ?: -EINVAL;
 	return err;
 }
-CHAIN(calloc, CALLOC_PAD)
+LEVEL(calloc, 2, calloc1, CALLOC_PAD)
+LEVEL(calloc, 3, calloc2, CALLOC_PAD)
+LEVEL(calloc, 4, calloc3, CALLOC_PAD)
+LEVEL(calloc, 5, calloc4, CALLOC_PAD)
+LEVEL(calloc, 6, calloc5, CALLOC_PAD)
 
 SEC("syscall")
 int test_frames_arena_calloc(struct arena_test_ctx *ctx)
@@ -121,8 +126,8 @@ static __noinline int buddy1(void)
 {
 	void __arena *p, *q;
 	int err = 0;
-	STACK_PAD(BUDDY_PAD);
 
+	STACK_PAD(BUDDY_PAD);
 	p = buddy_alloc(&frames_buddy, 64);
 	q = buddy_alloc_nosleep(&frames_buddy, 4096);
 	if (!p || !q)
@@ -131,7 +136,11 @@ static __noinline int buddy1(void)
 		err = err ?: -EINVAL;
 	return err;
 }
-CHAIN(buddy, BUDDY_PAD)
+LEVEL(buddy, 2, buddy1, BUDDY_PAD)
+LEVEL(buddy, 3, buddy2, BUDDY_PAD)
+LEVEL(buddy, 4, buddy3, BUDDY_PAD)
+LEVEL(buddy, 5, buddy4, BUDDY_PAD)
+LEVEL(buddy, 6, buddy5, BUDDY_PAD)
 
 SEC("syscall")
 int test_frames_buddy(struct arena_test_ctx *ctx)
@@ -154,8 +163,8 @@ static __noinline int bt1(void)
 	struct btree __arena *bt;
 	u64 k, v = 0;
 	int err = 0;
-	STACK_PAD(BT_PAD);
 
+	STACK_PAD(BT_PAD);
 	bt = bt_create();
 	if (!bt)
 		return -ENOMEM;
@@ -169,7 +178,11 @@ static __noinline int bt1(void)
 		err = bt_pop_first(bt, &k, &v) ?: bt_pop_last(bt, &k, &v);
 	return bt_destroy(bt) ?: err;
 }
-CHAIN(bt, BT_PAD)
+LEVEL(bt, 2, bt1, BT_PAD)
+LEVEL(bt, 3, bt2, BT_PAD)
+LEVEL(bt, 4, bt3, BT_PAD)
+LEVEL(bt, 5, bt4, BT_PAD)
+LEVEL(bt, 6, bt5, BT_PAD)
 
 SEC("syscall")
 int test_frames_btree(struct arena_test_ctx *ctx)

@@ -47,7 +47,7 @@ int test_hashmap_calls(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(hmap_insert(m, ~0ull, 8), 0);
 	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(0), 9), -EEXIST);	/* hash 0 is key 0 */
 	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(~0ull), 10), 0);
-	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(1ull << 63), 11), 0);	/* a sentinel's hash */
+	ARENA_ASSERT_EQ(hmap_insert(m, hmap_unhash(1ull << 63), 11), 0); /* a sentinel's hash */
 	ARENA_ASSERT_EQ(hmap_count(m), 6);
 	ARENA_ASSERT_EQ(hmap_lookup(m, hmap_unhash(1ull << 63), &val), 0);
 	ARENA_ASSERT_EQ(val, 11);
@@ -226,7 +226,7 @@ int test_hashmap_reserve(struct arena_test_ctx *ctx)
 
 	ARENA_ASSERT(m);
 	t_wrong = 0;
-	ARENA_ASSERT_EQ(hmap_buckets(m), 1024 / HMAP_LOAD);	/* 1,000 / HMAP_LOAD, to a power of 2 */
+	ARENA_ASSERT_EQ(hmap_buckets(m), 1024 / HMAP_LOAD); /* 1,000 / HMAP_LOAD, to a power of 2 */
 	ARENA_ASSERT_EQ(hmap_destroy(m), 0);
 
 	m = hmap_create(10);

@@ -365,9 +365,9 @@ __noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 	g->reserve[0] = target;
 	g->high_water = high;
 	g->purge_delay = delay;
-	arena_stdout("returned: %llu spans mapped at the peak, %llu pooled, %llu reused from "
-		     "the pool (%llu maps), %llu given back, %llu mapped at the end; error at "
-		     "line %d", mapped, pooled, reused, maps, returned, end_mapped, err);
+	arena_stdout(
+		     "returned: %llu spans mapped at the peak, %llu pooled, %llu reused from the pool (%llu maps), %llu given back, %llu mapped at the end; error at line %d",
+		     mapped, pooled, reused, maps, returned, end_mapped, err);
 	ARENA_ASSERT_EQ(err, 0);
 	ARENA_ASSERT(pooled >= 16);
 	/* 20 spans' worth: the reserve (2) and a current span, then the pool; no map. */
@@ -569,8 +569,8 @@ int test_heap_sleepable_no_target(struct arena_test_ctx *ctx)
 /* Store to and load from a page that is not there: the allocator's view, unchecked. */
 static __noinline __noasan u8 probe_gone_page(u8 __arena *p)
 {
-	*(volatile u8 __arena *)p = 0x5a;
-	return *(volatile u8 __arena *)p;
+	WRITE_ONCE(*p, 0x5a);
+	return READ_ONCE(*p);
 }
 
 /*
@@ -843,6 +843,7 @@ static __noinline int xrun(u32 t)
 			o[0] = xtag(t, n++);
 			o[1] = ~o[0];
 			xallocs[t]++;
+			/* The tag words before the slot: xdrain()'s xchg takes both. */
 			smp_store_release(&xslot[t][k], (u64)o);
 		}
 	}
@@ -921,7 +922,8 @@ static __noinline int srun(u32 t, u32 seed)
 		k = arena_test_rand(&x) % SLIVE;
 		p = sptr[t][k];
 		if (p) {
-			if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
+			if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64,
+					     t * 977 + k))
 				return 1000 + r;
 			if (arena_free((void __arena *)p))
 				return 2000 + r;
@@ -940,7 +942,8 @@ static __noinline int srun(u32 t, u32 seed)
 		p = sptr[t][k];
 		if (!p)
 			continue;
-		if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64, t * 977 + k))
+		if (arena_test_check((u8 __arena *)p, ssize[t][k] < 64 ? ssize[t][k] : 64,
+				     t * 977 + k))
 			return 3000 + k;
 		if (arena_free((void __arena *)p))
 			return 4000 + k;
@@ -1163,8 +1166,9 @@ __weak int contend_check(u32 n)
 	for (id = zero; id < g->nr_cpus * HEAP_LEVELS && can_loop; id++)
 		parked += heap_of(id)->parked_nr;
 	remote = remote_frees_total() - cremote_before;
-	arena_stdout("contend: %u threads freed %llu objects of one heap: %llu remote frees, "
-		     "%u parked now", n, freed, remote, parked);
+	arena_stdout(
+		     "contend: %u threads freed %llu objects of one heap: %llu remote frees, %u parked now",
+		     n, freed, remote, parked);
 	ARENA_ASSERT_EQ(bad, 0);
 	ARENA_ASSERT_EQ(freed, CN);
 	ARENA_ASSERT_EQ(remote, CN);

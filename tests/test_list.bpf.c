@@ -208,9 +208,9 @@ int parallel_test_list_race__fini(struct arena_test_ctx *ctx)
 	for (t = zero; t < RACE_THREADS && can_loop; t++)
 		for (i = zero; i < RACE_ITEMS && can_loop; i++)
 			race_in += race_items[t & 3][i & 63].in;
-	arena_stdout("list race: %u threads, %d items on the list, %llu walks over %llu "
-		     "entries, %llu lock timeouts", RACE_THREADS, count, race_walks, race_walked,
-		     race_timeouts);
+	arena_stdout(
+		     "list race: %u threads, %d items on the list, %llu walks over %llu entries, %llu lock timeouts",
+		     RACE_THREADS, count, race_walks, race_walked, race_timeouts);
 	ARENA_ASSERT_EQ(race_errors, 0);
 	ARENA_ASSERT_EQ(count, race_in);
 	return 0;

@@ -8,9 +8,9 @@
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
-/* 80 characters. */
+/* 80 characters, and the first 63 of them. */
 #define TEXT80 "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefgh"
-#define TEXT960 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80
+#define TEXT63 "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
 #define PAD_MAX 880
 
 static const char pad_text[PAD_MAX + 1] = TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80
@@ -98,11 +98,12 @@ int test_log_truncates_long_lines(struct arena_test_ctx *ctx)
 	u64 before = ring->truncated;
 
 	/* 1040 characters: cut at ARENA_LOG_LINE_MAX - 1 and counted. */
-	ARENA_ASSERT_EQ(arena_stdout(TEXT960 TEXT80), 0);
+	ARENA_ASSERT_EQ(arena_stdout(TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80
+				     TEXT80 TEXT80 TEXT80 TEXT80), 0);
 	ARENA_ASSERT_EQ(ring->truncated, before + 1);
 	/* 1023 characters fit exactly. */
-	ARENA_ASSERT_EQ(arena_stdout(TEXT960 "0123456789abcdefghijklmnopqrstuvwxyz"
-				     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0"), 0);
+	ARENA_ASSERT_EQ(arena_stdout(TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80 TEXT80
+				     TEXT80 TEXT80 TEXT80 TEXT63), 0);
 	ARENA_ASSERT_EQ(ring->truncated, before + 1);
 	return 0;
 }
@@ -125,14 +126,13 @@ int parallel_test_log_writers__init(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-static __noinline int writer(u32 thread)
+static __noinline int write_lines(u32 thread)
 {
 	int i, ret;
 
 	for (i = zero; i < WRITER_LINES && can_loop; i++) {
-		ret = arena_stdout("writer %u line %d of %d: some text to fill two slots of "
-				   "the ring, which hold 112 characters each; this line is "
-				   "about 150 characters long",
+		ret = arena_stdout(
+				   "writer %u line %d of %d: some text to fill two slots of the ring, which hold 112 characters each; this line is about 150 characters long",
 				   thread, i, WRITER_LINES);
 		if (ret && ret != -ENOSPC)
 			atomic_add(&writers_failed, 1);
@@ -141,13 +141,13 @@ static __noinline int writer(u32 thread)
 }
 
 SEC("syscall")
-int parallel_test_log_writers__0(struct arena_test_ctx *ctx) { return writer(0); }
+int parallel_test_log_writers__0(struct arena_test_ctx *ctx) { return write_lines(0); }
 SEC("syscall")
-int parallel_test_log_writers__1(struct arena_test_ctx *ctx) { return writer(1); }
+int parallel_test_log_writers__1(struct arena_test_ctx *ctx) { return write_lines(1); }
 SEC("syscall")
-int parallel_test_log_writers__2(struct arena_test_ctx *ctx) { return writer(2); }
+int parallel_test_log_writers__2(struct arena_test_ctx *ctx) { return write_lines(2); }
 SEC("syscall")
-int parallel_test_log_writers__3(struct arena_test_ctx *ctx) { return writer(3); }
+int parallel_test_log_writers__3(struct arena_test_ctx *ctx) { return write_lines(3); }
 
 SEC("syscall")
 int parallel_test_log_writers__fini(struct arena_test_ctx *ctx)

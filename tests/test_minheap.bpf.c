@@ -360,9 +360,9 @@ int parallel_test_minheap_race__fini(struct arena_test_ctx *ctx)
 	for (i = zero; i < RACE_THREADS * RACE_ENTRIES && can_loop; i++)
 		if (race_seen[i] == 1)
 			race_once++;
-	arena_stdout("minheap race: %u threads, %llu entries out exactly once (%llu popped "
-		     "while racing, %llu left); lock timeouts %llu", RACE_THREADS, race_once,
-		     race_popped, race_left, h->lock_timeouts);
+	arena_stdout(
+		     "minheap race: %u threads, %llu entries out exactly once (%llu popped while racing, %llu left); lock timeouts %llu",
+		     RACE_THREADS, race_once, race_popped, race_left, h->lock_timeouts);
 	ARENA_ASSERT_EQ(race_bad, 0);
 	ARENA_ASSERT_EQ(race_disorder, 0);
 	ARENA_ASSERT_EQ(race_once, RACE_THREADS * RACE_ENTRIES);

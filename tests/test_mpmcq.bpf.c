@@ -285,9 +285,9 @@ int parallel_test_mpmcq_race__fini(struct arena_test_ctx *ctx)
 			if (race_seen[p][i] == 1)
 				race_once++;
 	}
-	arena_stdout("mpmcq race: %u threads, %llu values out exactly once (%llu popped while "
-		     "racing, %llu left), queue full %llu times", RACE_THREADS, race_once,
-		     race_racing, race_left, race_full_all);
+	arena_stdout(
+		     "mpmcq race: %u threads, %llu values out exactly once (%llu popped while racing, %llu left), queue full %llu times",
+		     RACE_THREADS, race_once, race_racing, race_left, race_full_all);
 	ARENA_ASSERT_EQ(race_bad, 0);
 	ARENA_ASSERT_EQ(race_disorder, 0);
 	ARENA_ASSERT_EQ(race_once, RACE_THREADS * RACE_VALUES);

@@ -184,9 +184,11 @@ static __always_inline bool others_done(struct arena_test_ctx *ctx)
 {
 	u32 k;
 
-	for (k = 1; k < RACE_THREADS; k++)
+	for (k = 1; k < RACE_THREADS; k++) {
+		/* Pairs with the producer's release: seen finished, its pushes are seen too. */
 		if (ctx->nr_cpus && k % ctx->nr_cpus && !smp_load_acquire(&race_finished[k]))
 			return false;
+	}
 	return true;
 }
 
@@ -234,9 +236,9 @@ int parallel_test_mpsc_race__fini(struct arena_test_ctx *ctx)
 		for (i = zero; i < RACE_NODES && can_loop; i++)
 			if (race_seen[p & 3][i] == 1)
 				race_once++;
-	arena_stdout("mpsc race: %u producers, %llu nodes out exactly once (%llu while they "
-		     "pushed), the consumer stopped at a link %llu times", RACE_THREADS - 1,
-		     race_once, before, race_again);
+	arena_stdout(
+		     "mpsc race: %u producers, %llu nodes out exactly once (%llu while they pushed), the consumer stopped at a link %llu times",
+		     RACE_THREADS - 1, race_once, before, race_again);
 	ARENA_ASSERT_EQ(race_bad, 0);
 	ARENA_ASSERT_EQ(race_disorder, 0);
 	ARENA_ASSERT_EQ(race_got, (RACE_THREADS - 1) * RACE_NODES);

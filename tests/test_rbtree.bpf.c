@@ -383,7 +383,8 @@ static __noinline int walk_matches(struct rbtree __arena *t)
 
 static __noinline int model_op(struct rbtree __arena *t, u64 *x, u64 *live)
 {
-	u64 r = arena_test_rand(x) % 100, k = arena_test_rand(x) % MODEL_KEYS, v = arena_test_rand(x), got = 0;
+	u64 r = arena_test_rand(x) % 100, k = arena_test_rand(x) % MODEL_KEYS,
+	    v = arena_test_rand(x), got = 0;
 	u64 gk = 0;
 	int ret;
 
@@ -547,49 +548,56 @@ static __noinline int rbtree_large_destroy(struct arena_test_ctx *ctx)
  * pulls in the allocator, the costly part of loading an object, once instead of per test).
  * A failure names its file and line.
  */
-#define RUN(test)								\
-	do {									\
-		int ___ret = test(ctx);						\
-		if (___ret)							\
-			return ___ret;						\
-	} while (0)
-
 SEC("syscall")
 /* Not instrumented: keeps this load well under 1M verified instructions. */
 __noasan int test_rbtree_modes_and_map_calls(struct arena_test_ctx *ctx)
 {
-	RUN(rbtree_create_modes);
-	RUN(rbtree_insert_find_remove);
-	RUN(rbtree_update);
-	RUN(rbtree_duplicate_fifo);
-	return 0;
+	int ret;
+
+	ret = rbtree_create_modes(ctx);
+	if (ret)
+		return ret;
+	ret = rbtree_insert_find_remove(ctx);
+	if (ret)
+		return ret;
+	ret = rbtree_update(ctx);
+	if (ret)
+		return ret;
+	return rbtree_duplicate_fifo(ctx);
 }
 
 SEC("syscall")
 int test_rbtree_embedded_nodes(struct arena_test_ctx *ctx)
 {
-	RUN(rbtree_noalloc_embedded);
-	RUN(rbtree_node_alloc);
-	return 0;
+	int ret;
+
+	ret = rbtree_noalloc_embedded(ctx);
+	if (ret)
+		return ret;
+	return rbtree_node_alloc(ctx);
 }
 
 SEC("syscall")
 int test_rbtree_iteration_and_ranges(struct arena_test_ctx *ctx)
 {
-	RUN(rbtree_iteration_and_ranges);
-	return 0;
+	return rbtree_iteration_and_ranges(ctx);
 }
 
 SEC("syscall")
 int test_rbtree_errors_and_damage(struct arena_test_ctx *ctx)
 {
+	int ret;
 #ifdef LIBARENA_ASAN
 	struct asan_state __arena *st = (struct asan_state __arena *)asan_state_addr();
 	u64 before = READ_ONCE(st->nr_reports);
 #endif
 
-	RUN(rbtree_bad_calls);
-	RUN(rbtree_damaged);
+	ret = rbtree_bad_calls(ctx);
+	if (ret)
+		return ret;
+	ret = rbtree_damaged(ctx);
+	if (ret)
+		return ret;
 #ifdef LIBARENA_ASAN
 	/* The two uses of a destroyed tree rbtree_bad_calls expects, and nothing else. */
 	ARENA_ASSERT_EQ(READ_ONCE(st->nr_reports) - before, 2);
@@ -600,16 +608,18 @@ int test_rbtree_errors_and_damage(struct arena_test_ctx *ctx)
 SEC("syscall")
 int test_rbtree_random_vs_model(struct arena_test_ctx *ctx)
 {
-	RUN(rbtree_random_vs_model);
-	RUN(rbtree_random_duplicates);
-	return 0;
+	int ret;
+
+	ret = rbtree_random_vs_model(ctx);
+	if (ret)
+		return ret;
+	return rbtree_random_duplicates(ctx);
 }
 
 SEC("syscall")
 int test_rbtree_large_destroy(struct arena_test_ctx *ctx)
 {
-	RUN(rbtree_large_destroy);
-	return 0;
+	return rbtree_large_destroy(ctx);
 }
 
 /*
@@ -643,9 +653,9 @@ int test_rbtree_bulk_build(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(err, 0);
 	ARENA_ASSERT_EQ(t->nr_nodes, BULK_KEYS);
 	ARENA_ASSERT_EQ(rb_integrity_check(t), 0);
-	arena_stdout("bulk: %u keys; %llu maps and %llu maintenance passes during the build "
-		     "(the reservation's and the background's)", BULK_KEYS,
-		     g->map_calls - mapped, g->maintain_passes - passes);
+	arena_stdout(
+		     "bulk: %u keys; %llu maps and %llu maintenance passes during the build (the reservation's and the background's)",
+		     BULK_KEYS, g->map_calls - mapped, g->maintain_passes - passes);
 	ARENA_ASSERT_EQ(rb_destroy(t), 0);
 	return 0;
 }

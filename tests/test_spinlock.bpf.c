@@ -325,8 +325,8 @@ int parallel_test_spin_counter__fini(struct arena_test_ctx *ctx)
 		sum += cnt_done[i];
 		gave_up += cnt_timeouts[i];
 	}
-	arena_stdout("spin counter: %u threads, %llu increments, %llu waits given up "
-		     "(lock: %u)", CNT_THREADS, sum, gave_up, arena_spin_timeouts(&cnt_lock));
+	arena_stdout("spin counter: %u threads, %llu increments, %llu waits given up (lock: %u)",
+		     CNT_THREADS, sum, gave_up, arena_spin_timeouts(&cnt_lock));
 	ARENA_ASSERT_EQ(cnt_overlaps, 0);
 	ARENA_ASSERT_EQ(cnt_a, sum);
 	ARENA_ASSERT_EQ(cnt_b, sum);

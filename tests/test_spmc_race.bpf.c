@@ -229,7 +229,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 	return 0;
 }
 
-static __noinline int owner(u32 mode, u64 seed, u32 nr_cpus)
+static __noinline int owner_run(u32 mode, u64 seed, u32 nr_cpus)
 {
 	struct spmc __arena *q = spmc_create();
 	u64 v = 0;
@@ -239,12 +239,14 @@ static __noinline int owner(u32 mode, u64 seed, u32 nr_cpus)
 	race_q = (u64)q;
 	if (!q)
 		race_done = 1;
+	/* race_q (and race_done without a deque) before the start the thieves wait for. */
 	smp_store_release(&race_started, 1);
 	if (!q)
 		return -ENOMEM;
 	/* Start when the thieves do, so the first pushes already race. */
 	wait_for(&race_ready, racers(nr_cpus) - 1);
 	ret = owner_work(q, mode, seed);
+	/* Every push before done: a thief that acquires done sees them all. */
 	smp_store_release(&race_done, 1);
 	/* Whatever the thieves leave is the owner's. */
 	while (can_loop) {
@@ -331,7 +333,7 @@ static __noinline int steal_all(struct spmc __arena *q, u32 t)
 	return -ETIMEDOUT;
 }
 
-static __noinline int thief(u32 t, u32 nr_cpus)
+static __noinline int thief_run(u32 t, u32 nr_cpus)
 {
 	struct spmc __arena *q = NULL;
 	int ret = 0;
@@ -341,6 +343,7 @@ static __noinline int thief(u32 t, u32 nr_cpus)
 	t &= RACE_THREADS - 1;
 	race_cpu[t] = bpf_get_smp_processor_id();
 	if (!wait_for(&race_started, 1))
+		/* Set before race_started was released; the deque's set-up before its use. */
 		q = (struct spmc __arena *)smp_load_acquire(&race_q);
 	atomic_add(&race_ready, 1);
 	if (q)
@@ -369,8 +372,9 @@ static __noinline int race_fini(const char *name, u32 mode, u32 nr_cpus)
 	arena_stdout("%s: %u values, %llu exactly once; stolen %llu (%llu %llu %llu), owner %llu",
 		     name, RACE_VALUES, once, stolen, race_taken[1], race_taken[2],
 		     race_taken[3], race_taken[0]);
-	arena_stdout("%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, grows a steal "
-		     "followed %llu (in %llu big bursts); full %llu", name, cpus,
+	arena_stdout(
+		     "%s: %llu CPUs; races lost %llu (owner %llu); grows %llu, grows a steal followed %llu (in %llu big bursts); full %llu",
+		     name, cpus,
 		     race_lost[0] + race_lost[1] + race_lost[2] + race_lost[3], race_lost[0],
 		     race_grows, race_grows_racing, race_big_bursts, race_full);
 	race_total_values += RACE_VALUES;
@@ -403,22 +407,22 @@ int parallel_test_##name##__init(struct arena_test_ctx *ctx)			\
 SEC("syscall")									\
 int parallel_test_##name##__0(struct arena_test_ctx *ctx)			\
 {										\
-	return owner(mode, ctx->seed, ctx->nr_cpus);				\
+	return owner_run(mode, ctx->seed, ctx->nr_cpus);			\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__1(struct arena_test_ctx *ctx)			\
 {										\
-	return thief(1, ctx->nr_cpus);						\
+	return thief_run(1, ctx->nr_cpus);					\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__2(struct arena_test_ctx *ctx)			\
 {										\
-	return thief(2, ctx->nr_cpus);						\
+	return thief_run(2, ctx->nr_cpus);					\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__3(struct arena_test_ctx *ctx)			\
 {										\
-	return thief(3, ctx->nr_cpus);						\
+	return thief_run(3, ctx->nr_cpus);					\
 }										\
 SEC("syscall")									\
 int parallel_test_##name##__fini(struct arena_test_ctx *ctx)			\

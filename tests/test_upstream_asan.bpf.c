@@ -100,7 +100,7 @@ __weak int asan_test_upstream_uaf(void)
 	reported = asan_reported;
 	/* Every byte of the freed block but its header is poisoned. */
 	for (i = zero; i < 64 && !ret && can_loop; i++) {
-		if (BUDDY_HEADER_OFF <= i && i < BUDDY_HEADER_OFF + sizeof(struct buddy_header))
+		if (i >= BUDDY_HEADER_OFF && i < BUDDY_HEADER_OFF + sizeof(struct buddy_header))
 			continue;
 		mem[i] = 0xba;
 		ret = expect_report(true, &mem[i]);

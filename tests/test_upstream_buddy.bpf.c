@@ -153,7 +153,7 @@ __weak int test_buddy_upstream_header(void)
 		return -ENOMEM;
 	buddy_free(&buddy, mem);
 	for (i = zero; i < BUDDY_MIN_ALLOC_BYTES * 4 && can_loop; i++) {
-		if (BUDDY_HEADER_OFF <= i && i < BUDDY_HEADER_OFF + sizeof(struct buddy_header))
+		if (i >= BUDDY_HEADER_OFF && i < BUDDY_HEADER_OFF + sizeof(struct buddy_header))
 			continue;
 		mem[i] = 0xba;
 	}
@@ -181,9 +181,9 @@ __weak int test_buddy_upstream_constants(void)
 	int ret;
 
 	if (BUDDY_MIN_ALLOC_BYTES != 1 << BUDDY_MIN_ALLOC_SHIFT ||
-	    BUDDY_CHUNK_OFFSET_MASK != BUDDY_CHUNK_BYTES - 1 ||
+	    BUDDY_CHUNK_OFFSET_MASK + 1 != BUDDY_CHUNK_BYTES ||
 	    BUDDY_CHUNK_ITEMS * BUDDY_MIN_ALLOC_BYTES != BUDDY_CHUNK_BYTES ||
-	    BUDDY_VADDR_SIZE < BUDDY_CHUNK_BYTES || sizeof(struct buddy_header) < 8)
+	    BUDDY_VADDR_SIZE / BUDDY_CHUNK_BYTES == 0 || sizeof(struct buddy_header) < 8)
 		return -EINVAL;
 	ret = buddy_init(&buddy);
 	if (ret)

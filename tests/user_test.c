@@ -100,7 +100,8 @@ static int test_get_info(void)
 	struct arena_get_info_args info;
 
 	CHECK(libarena_get_info(obj, &info) == 0, "");
-	CHECK(info.arena_base == ARENA_USER_BASE, "base %#llx", (unsigned long long)info.arena_base);
+	CHECK(info.arena_base == ARENA_USER_BASE, "base %#llx",
+	      (unsigned long long)info.arena_base);
 	CHECK(info.arena_pages == ARENA_PAGES, "");
 	CHECK(info.version == LIBARENA_VERSION, "");
 	CHECK(info.log >= info.arena_base && info.log < info.arena_base + (4ull << 30), "");
@@ -132,7 +133,7 @@ static int test_long_lines(void)
 	/* A %s argument is cut near 500 bytes by bpf_snprintf; see log.h. */
 	static const unsigned int widths[] = { 15, 111, 112, 113, 224, 225, 336, 480 };
 
-	for (unsigned int w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+	for (unsigned int w = 0; w < ARRAY_SIZE(widths); w++) {
 		struct collect c = { .width = widths[w], .stream = ARENA_LOG_STDOUT };
 
 		CHECK(write_lines(1, 20, widths[w], ARENA_LOG_STDOUT, NULL) == 0, "");
@@ -329,7 +330,8 @@ static int test_buddy_stats(void)
 
 	/* 100 bytes take 128-byte blocks (order 3); the counts are visible right away. */
 	CHECK(libarena_prog_run(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "alloc: %d", ret);
-	CHECK(b->stats.blocks_in_use[3] == 5, "%llu", (unsigned long long)b->stats.blocks_in_use[3]);
+	CHECK(b->stats.blocks_in_use[3] == 5, "%llu",
+	      (unsigned long long)b->stats.blocks_in_use[3]);
 	CHECK(b->stats.bytes_requested == 500, "");
 	f = open_memstream(&buf, &len);
 	CHECK(libarena_buddy_stats_print(b, f) == 0, "");
@@ -351,8 +353,9 @@ static int test_buddy_stats(void)
 		CHECK(reserve, "");
 		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == 0,
 		      "reserve: %d", ret);
-		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32, "");
-		CHECK(((volatile u8 *)(uintptr_t)r.addr)[4 * 4096 - 1] == 0, "");
+		CHECK(r.addr && (r.addr & 4095) == 0 && (r.addr >> 32) == ARENA_USER_BASE >> 32,
+		      "");
+		CHECK(READ_ONCE(((u8 *)(uintptr_t)r.addr)[4 * 4096 - 1]) == 0, "");
 		r.nr_pages = 0;
 		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
 		      "second reserve: %d", ret);
@@ -418,10 +421,11 @@ static int heap_counts(struct bpf_object *o, struct heap_counts *c)
 /* Run an XDP or tc program on a dummy packet, repeat times; its last return value. */
 static int run_packet_prog(struct bpf_object *o, const char *name, int repeat, int *retval)
 {
+	struct bpf_program *p = bpf_object__find_program_by_name(o, name);
 	char pkt[64] = { 0 };
+
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = sizeof(pkt),
 		    .repeat = repeat);
-	struct bpf_program *p = bpf_object__find_program_by_name(o, name);
 
 	if (!p || bpf_prog_test_run_opts(bpf_program__fd(p), &opts))
 		return -1;
@@ -494,15 +498,17 @@ static int test_heap_program_types(void)
 		struct heap_counts churn = { .iterations = 200000 };
 
 		CHECK(libarena_prog_run(bpf_object__find_program_by_name(o, "heap_churn"),
-					&churn, sizeof(churn), &ret) == 0 && ret == 0, "churn %d", ret);
+					&churn, sizeof(churn), &ret) == 0 && ret == 0,
+		      "churn %d", ret);
 		CHECK(heap_counts(o, &c) == 0, "");
 		if (c.nested > c0.nested)
 			break;
 	}
 	bpf_link__destroy(link);
 	CHECK(heap_counts(o, &c) == 0, "");
-	printf("    hrtimer program: %llu rounds allocated, %llu met an empty reserve, "
-	       "%llu nested heap uses, %d churn runs\n", (unsigned long long)(c.ok - c0.ok),
+	printf(
+	       "    hrtimer program: %llu rounds allocated, %llu met an empty reserve, %llu nested heap uses, %d churn runs\n",
+	       (unsigned long long)(c.ok - c0.ok),
 	       (unsigned long long)(c.null - c0.null), (unsigned long long)(c.nested - c0.nested),
 	       i + 1);
 	CHECK(c.ok > c0.ok && c.fail == c0.fail, "");
@@ -652,8 +658,8 @@ static int test_upstream_asan_init(void)
 int main(int argc, char **argv)
 {
 	if (argc != 6 && argc != 7) {
-		fprintf(stderr, "usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP "
-			"TEST_BTREE [ASAN_TEST_LOG] (objects)\n");
+		fprintf(stderr,
+			"usage: user_test TEST_LOG TEST_BUDDY TEST_BITMAP TEST_HEAP TEST_BTREE [ASAN_TEST_LOG] (objects)\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -94,8 +94,9 @@ int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len)
 	int n;
 
 	if (known && (r->flags & ASAN_F_FREED) && !r->block_size)
-		snprintf(block, sizeof(block), "the freed block at 0x%llx (freed too long ago to "
-			 "know its size)", r->block);
+		snprintf(block, sizeof(block),
+			 "the freed block at 0x%llx (freed too long ago to know its size)",
+			 r->block);
 	else if (known)
 		snprintf(block, sizeof(block), "the %s%u-byte block at 0x%llx",
 			 r->flags & ASAN_F_FREED ? "freed " : "", r->block_size, r->block);
@@ -194,7 +195,8 @@ static int where_in(int fd, u64 ip, const char *prog_name, char *buf, size_t len
 		goto out;
 	/* The call is before the return address: the last line that starts before it. */
 	for (u32 i = 0; i < nlines; i++)
-		if (jlines[i] < ip && jlines[i] >= ksyms[f] && (best < 0 || jlines[i] >= jlines[best]))
+		if (jlines[i] < ip && jlines[i] >= ksyms[f] &&
+		    (best < 0 || jlines[i] >= jlines[best]))
 			best = i;
 	btf = btf__load_from_kernel_by_id(info.btf_id);
 	if (btf && best >= 0) {
@@ -290,7 +292,8 @@ int libarena_asan_print(struct bpf_object *obj, struct asan_state *st, FILE *out
 		libarena_asan_describe(&r, line, sizeof(line));
 		fprintf(out, "asan: %s\n", line);
 		if (libarena_asan_where(obj, r.ip, where, sizeof(where)))
-			snprintf(where, sizeof(where), r.ip ? "0x%llx (in no program of this object)" :
+			snprintf(where, sizeof(where),
+				 r.ip ? "0x%llx (in no program of this object)" :
 				 "an unknown place", r.ip);
 		fprintf(out, "asan:   by %s on CPU %u\n", where, r.cpu);
 		print_upstream(&r, where, out);

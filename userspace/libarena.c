@@ -198,20 +198,21 @@ int libarena_buddy_stats_print(const struct buddy *b, FILE *out)
 	fprintf(out, "buddy %s: %llu blocks (%llu bytes) in use, %llu page runs (%llu pages)\n",
 		b->magic == BUDDY_MAGIC ? "ready" : "not initialised", blocks, bytes,
 		(unsigned long long)st.runs_in_use, (unsigned long long)st.run_pages_in_use);
-	fprintf(out, "  chunks: %llu held (%llu spare), %llu returned; pages: %llu mapped in "
-		"%llu calls, %llu returned in %llu calls\n",
+	fprintf(out,
+		"  chunks: %llu held (%llu spare), %llu returned; pages: %llu mapped in %llu calls, %llu returned in %llu calls\n",
 		(unsigned long long)st.chunks_held, (unsigned long long)st.chunks_spare,
 		(unsigned long long)st.chunks_returned, (unsigned long long)st.map_pages,
 		(unsigned long long)st.map_calls, (unsigned long long)st.pages_returned,
 		(unsigned long long)st.unmap_calls);
-	fprintf(out, "  calls: %llu allocs, %llu frees, %llu failed, %llu bad, "
-		"%llu lock timeouts (%llu frees deferred), %llu corruptions\n",
+	fprintf(out,
+		"  calls: %llu allocs, %llu frees, %llu failed, %llu bad, %llu lock timeouts (%llu frees deferred), %llu corruptions\n",
 		(unsigned long long)st.allocs, (unsigned long long)st.frees,
 		(unsigned long long)st.failed_allocs, (unsigned long long)st.bad_calls,
 		(unsigned long long)st.lock_timeouts, (unsigned long long)st.deferred_frees,
 		(unsigned long long)st.corruptions);
-	fprintf(out, "  merging: %llu frees left a pair of buddies apart, %llu passes merged "
-		"them\n", (unsigned long long)st.lazy_frees, (unsigned long long)st.coalesces);
+	fprintf(out,
+		"  merging: %llu frees left a pair of buddies apart, %llu passes merged them\n",
+		(unsigned long long)st.lazy_frees, (unsigned long long)st.coalesces);
 	for (int o = 0; o < BUDDY_ORDERS; o++)
 		if (st.blocks_in_use[o])
 			fprintf(out, "  order %2d (%6u B): %llu blocks, %llu bytes\n", o,
@@ -312,14 +313,15 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
 	heaps = libarena_heap_totals(g, &st);
 	if (heaps < 0)
 		return heaps;
-	fprintf(out, "heap %s: %d heaps on %u CPUs; %llu spans (%llu pages) mapped, "
-		"%llu returned, %llu unused pages trimmed\n",
+	fprintf(out,
+		"heap %s: %d heaps on %u CPUs; %llu spans (%llu pages) mapped, %llu returned, %llu unused pages trimmed\n",
 		g->magic == HEAP_GLOBAL_MAGIC ? "ready" : "not initialised",
 		heaps, g->nr_cpus, (unsigned long long)g->spans_mapped,
 		(unsigned long long)g->pages_mapped, (unsigned long long)g->spans_returned,
 		(unsigned long long)g->pages_trimmed);
-	fprintf(out, "  %llu allocs, %llu local + %llu remote frees, %llu shortfalls, "
-		"%llu nested, %llu without a heap\n", (unsigned long long)st.allocs,
+	fprintf(out,
+		"  %llu allocs, %llu local + %llu remote frees, %llu shortfalls, %llu nested, %llu without a heap\n",
+		(unsigned long long)st.allocs,
 		(unsigned long long)st.frees, (unsigned long long)st.remote_frees,
 		(unsigned long long)st.shortfalls, (unsigned long long)st.nested,
 		(unsigned long long)g->no_heap);
@@ -329,8 +331,8 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
 		(unsigned long long)st.spans_released, (unsigned long long)st.revived,
 		(unsigned long long)g->refills, (unsigned long long)g->wq_runs,
 		(unsigned long long)g->bad_frees);
-	fprintf(out, "  pages: %llu mapped in %llu calls, %llu unmapped in %llu calls; pool: %llu "
-		"spans now, %llu reused, %llu spares shed (purge delay %u ms)\n",
+	fprintf(out,
+		"  pages: %llu mapped in %llu calls, %llu unmapped in %llu calls; pool: %llu spans now, %llu reused, %llu spares shed (purge delay %u ms)\n",
 		(unsigned long long)g->map_pages, (unsigned long long)g->map_calls,
 		(unsigned long long)g->unmap_pages, (unsigned long long)g->unmap_calls,
 		(unsigned long long)((g->release >> 32) & HEAP_REMOTE_COUNT),
@@ -338,8 +340,8 @@ int libarena_heap_stats_print(const struct arena_heap_global *g, FILE *out)
 		g->purge_delay);
 	fprintf(out, "  maintenance: %llu passes, %.3f ms in all\n",
 		(unsigned long long)g->maintain_passes, g->maintain_ns / 1e6);
-	fprintf(out, "  contention: %llu remote frees parked and retried; given up: %llu frees, "
-		"%llu spans (both 0 unless the loop budget ran out)\n",
+	fprintf(out,
+		"  contention: %llu remote frees parked and retried; given up: %llu frees, %llu spans (both 0 unless the loop budget ran out)\n",
 		(unsigned long long)st.parked, (unsigned long long)g->lost_frees,
 		(unsigned long long)g->lost_spans);
 	return 0;

@@ -75,9 +75,9 @@ static inline u64 host_runs_base(void)
  */
 #define HOST_ARENA_SIZE (1ull << 32)
 
-__attribute__((weak)) u64 host_arena_bits[HOST_ARENA_SIZE / 4096 / 64];
+__weak u64 host_arena_bits[HOST_ARENA_SIZE / 4096 / 64];
 
-__attribute__((weak)) int host_arena_init(void)
+__weak int host_arena_init(void)
 {
 	static int done;
 	void *p;

@@ -298,7 +298,8 @@ static int fuzz(long ops)
 			at = model_find(k);
 			gv = 0;
 			ret = bt_find(bt, k, rnd() & 1 ? &gv : NULL);
-			CHECK(ret == (at >= 0 ? 0 : -ENOENT), "op %ld: bt_find %llu: %d", op, k, ret);
+			CHECK(ret == (at >= 0 ? 0 : -ENOENT), "op %ld: bt_find %llu: %d",
+			      op, k, ret);
 			CHECK(at < 0 || !gv || gv == model[at].value, "op %ld: bt_find value", op);
 		} else if (r < 85) {
 			if (check_bounds(bt, rnd() & 7 ? k : ~0ull - (rnd() & 1)))
@@ -350,8 +351,9 @@ static int test_fuzz(void)
 
 	if (fuzz(s ? atol(s) : DEFAULT_OPS))
 		return -1;
-	printf("    %ld random operations, %ld integrity checks, %ld phases, up to %ld keys"
-	       " and height %u\n", total_ops, checks, phases, max_live, max_height);
+	printf(
+	       "    %ld random operations, %ld integrity checks, %ld phases, up to %ld keys and height %u\n",
+	       total_ops, checks, phases, max_live, max_height);
 	CHECK(phases >= 2, "the tree never grew full and shrank to empty");
 	return 0;
 }
@@ -428,7 +430,8 @@ static int test_no_memory(void)
 		host_malloc_fail_after = -1;
 		if (ret) {
 			CHECK(ret == -ENOMEM, "insert under memory pressure: %d", ret);
-			CHECK(bt->nr_nodes == nodes && bt->count == count, "a failed insert changed it");
+			CHECK(bt->nr_nodes == nodes && bt->count == count,
+			      "a failed insert changed it");
 			CHECK(host_live_blocks - base == (long)nodes + 1, "spares leaked");
 			fails++;
 			CHECK(bt_insert(bt, k * 7919 % 4001, k, false) == 0, "again with memory");

@@ -85,8 +85,9 @@ static int check_shape(struct buddy *a, int op)
 			u8 m = meta[u], o = m & BUDDY_META_ORDER;
 			u32 bu = u ^ (1u << o);
 
-			CHECK(m & (BUDDY_META_FREE | BUDDY_META_USED), "op %d: slot %u unit %u: "
-			      "no block starts there", op, s, u);
+			CHECK(m & (BUDDY_META_FREE | BUDDY_META_USED),
+			      "op %d: slot %u unit %u: no block starts there",
+			      op, s, u);
 			used += !!(m & BUDDY_META_USED);
 			/* Count each pair once, from its lower block. */
 			if ((m & BUDDY_META_FREE) && o < BUDDY_MAX_ORDER && bu > u &&
@@ -97,8 +98,10 @@ static int check_shape(struct buddy *a, int op)
 
 				pairs[o]++;
 				CHECK((a->lazy_mask & (1u << o)) &&
-				      (a->lazy[o] == BUDDY_LAZY(lo, o) || a->lazy[o] == BUDDY_LAZY(hi, o)),
-				      "op %d: order %u: a pair apart that lazy[] does not name", op, o);
+				      (a->lazy[o] == BUDDY_LAZY(lo, o) ||
+				       a->lazy[o] == BUDDY_LAZY(hi, o)),
+				      "op %d: order %u: a pair apart that lazy[] does not name",
+				      op, o);
 			}
 			u += 1u << o;
 		}
@@ -131,9 +134,15 @@ static int test_model(void)
 		if (r < 50 && n < LIVE) {
 			/* Sizes across every order, odd ones included, and some page runs. */
 			switch (random() % 10) {
-			case 0: size = 1 + random() % 16; break;
-			case 9: size = 1 + random() % (BUDDY_MAX_SIZE + 300000); break;
-			default: size = 1 + random() % (1u << (random() % 14 + 4)); break;
+			case 0:
+				size = 1 + random() % 16;
+				break;
+			case 9:
+				size = 1 + random() % (BUDDY_MAX_SIZE + 300000);
+				break;
+			default:
+				size = 1 + random() % (1u << (random() % 14 + 4));
+				break;
 			}
 			live[n].p = buddy_alloc(&b, size);
 			CHECK(live[n].p, "alloc %llu failed", (unsigned long long)size);
@@ -175,9 +184,9 @@ static int test_model(void)
 	if (check_shape(&b, ops))
 		return 1;
 	CHECK(b.stats.corruptions == 0 && b.stats.lock_timeouts == 0, "");
-	printf("    %d operations, %llu allocs, %llu frees left apart, %llu chunks returned, "
-	       "%llu bad calls refused\n", ops, (unsigned long long)b.stats.allocs,
-	       (unsigned long long)b.stats.lazy_frees,
+	printf(
+	       "    %d operations, %llu allocs, %llu frees left apart, %llu chunks returned, %llu bad calls refused\n",
+	       ops, (unsigned long long)b.stats.allocs, (unsigned long long)b.stats.lazy_frees,
 	       (unsigned long long)b.stats.chunks_returned,
 	       (unsigned long long)b.stats.bad_calls);
 	CHECK(buddy_destroy(&b) == 0, "");

@@ -83,6 +83,7 @@ static void *mp_writer(void *arg)
 {
 	for (u64 i = 1; i <= ROUNDS; i++) {
 		WRITE_ONCE(mp_data[i % 16], i);
+		/* The data before the flag: pairs with mp_reader()'s acquire. */
 		smp_store_release(&mp_flag, i);
 	}
 	return arg;
@@ -91,6 +92,7 @@ static void *mp_writer(void *arg)
 static void *mp_reader(void *arg)
 {
 	for (int n = 0; n < ROUNDS; n++) {
+		/* The flag before the data: pairs with mp_writer()'s release. */
 		u64 f = smp_load_acquire(&mp_flag);
 
 		/* The slot f wrote is at least f; it may already hold a newer value. */

@@ -222,8 +222,8 @@ static int test_bad_calls(void)
 		CHECK(hmap_insert(m, hmap_unhash((u64)i << (63 - bits)), i) == 0, "");
 	CHECK(hmap_grow(m) == 0, "");
 	for (i = 1; i < 8; i += 2) {
-		CHECK(hmap_lookup(m, hmap_unhash((u64)i << (63 - bits)), &val) == 0 && val == (u64)i,
-		      "key at new bucket %d's start", i);
+		CHECK(hmap_lookup(m, hmap_unhash((u64)i << (63 - bits)), &val) == 0 &&
+		      val == (u64)i, "key at new bucket %d's start", i);
 		CHECK(hmap_insert(m, hmap_unhash((u64)i << (63 - bits)), i) == -EEXIST, "");
 		CHECK(hmap_delete(m, hmap_unhash((u64)i << (63 - bits)), NULL) == 0, "");
 	}
@@ -343,9 +343,9 @@ static int test_race(void)
 	}
 	for (i = 0; i < RACE_SHARED; i++)
 		shared_in += !hmap_lookup(race_m, SHARED_BASE + i, &val);
-	printf("    %d writers, %ld walks, %lld buckets after %llu doublings; shared keys "
-	       "added %ld, deleted %ld, in %ld\n", THREADS, race_walks, hmap_buckets(race_m),
-	       race_m->grows, added, deleted, shared_in);
+	printf(
+	       "    %d writers, %ld walks, %lld buckets after %llu doublings; shared keys added %ld, deleted %ld, in %ld\n",
+	       THREADS, race_walks, hmap_buckets(race_m), race_m->grows, added, deleted, shared_in);
 	CHECK(race_walk_bad == 0, "%ld wrong in walks", race_walk_bad);
 	CHECK(added - deleted == shared_in, "");
 	for (t = 0; t < THREADS; t++)

@@ -15,19 +15,18 @@
 #include "check.h"
 
 char libarena_host_arena;
-extern struct arena_heap_global arena_heap_global;
 
-#define NR_CPUS		4
+#define NR_TEST_CPUS	4
 #define MAX_SIZE	65536u
 
 /* Each test's first step: the allocator state, as arena_heap_refill() would leave it. */
 static int setup(void)
 {
-	struct arena_heap_global *g = &arena_heap_global;
+	struct arena_heap_global *g = (void *)(uintptr_t)arena_heap_global_addr();
 
 	CHECK(host_arena_init() == 0, "no room for the arena at %llx", ARENA_USER_BASE);
-	if (g->nr_cpus < NR_CPUS)
-		g->nr_cpus = NR_CPUS;
+	if (g->nr_cpus < NR_TEST_CPUS)
+		g->nr_cpus = NR_TEST_CPUS;
 	CHECK(arena_heap_maintain() == 0, "the first maintenance pass failed");
 	return 0;
 }
@@ -147,9 +146,9 @@ static int test_model(void)
 #define MAILBOX		256
 #define KEEP		64
 
-static u64 boxes[NR_CPUS][MAILBOX];	/* object addresses, 0 when empty */
+static u64 boxes[NR_TEST_CPUS][MAILBOX];	/* object addresses, 0 when empty */
 static int stop_maintenance;
-static u64 shortfalls[NR_CPUS], remote[NR_CPUS];
+static u64 shortfalls[NR_TEST_CPUS], remote[NR_TEST_CPUS];
 
 static u8 tag_of(const u8 *p)
 {
@@ -180,7 +179,7 @@ static bool free_handed(u64 v)
 static void *cpu_thread(void *arg)
 {
 	int cpu = (int)(uintptr_t)arg, n = 0;
-	u64 *out = boxes[(cpu + 1) % NR_CPUS], *in = boxes[cpu];
+	u64 *out = boxes[(cpu + 1) % NR_TEST_CPUS], *in = boxes[cpu];
 	struct obj mine[KEEP];
 	u64 x = cpu * 7919 + 1;
 
@@ -238,7 +237,7 @@ static void *maintenance_thread(void *arg)
 
 static int test_threads(void)
 {
-	pthread_t t[NR_CPUS], m;
+	pthread_t t[NR_TEST_CPUS], m;
 	s64 base;
 	void *ret;
 	int bad = 0;
@@ -249,9 +248,9 @@ static int test_threads(void)
 	base = arena_heap_outstanding();
 	__atomic_store_n(&stop_maintenance, 0, __ATOMIC_RELEASE);
 	CHECK(!pthread_create(&m, NULL, maintenance_thread, NULL), "");
-	for (long i = 0; i < NR_CPUS; i++)
+	for (long i = 0; i < NR_TEST_CPUS; i++)
 		CHECK(!pthread_create(&t[i], NULL, cpu_thread, (void *)i), "");
-	for (int i = 0; i < NR_CPUS; i++) {
+	for (int i = 0; i < NR_TEST_CPUS; i++) {
 		pthread_join(t[i], &ret);
 		bad += ret != NULL;
 	}
@@ -261,7 +260,7 @@ static int test_threads(void)
 	CHECK(ret == NULL, "maintenance failed");
 	/* What is left in the mailboxes is freed from one more CPU. */
 	host_cpu = 0;
-	for (int c = 0; c < NR_CPUS; c++)
+	for (int c = 0; c < NR_TEST_CPUS; c++)
 		for (int k = 0; k < MAILBOX; k++) {
 			if (boxes[c][k])
 				CHECK(free_handed(boxes[c][k]), "mailbox object %llx",
@@ -273,13 +272,13 @@ static int test_threads(void)
 	CHECK(arena_heap_maintain() == 0, "");
 	CHECK(arena_heap_outstanding() == base, "%lld objects out after every free",
 	      (long long)(arena_heap_outstanding() - base));
-	for (int c = 0; c < NR_CPUS; c++) {
+	for (int c = 0; c < NR_TEST_CPUS; c++) {
 		sf += shortfalls[c];
 		rf += remote[c];
 	}
 	CHECK(rf > 0, "no remote free happened");
 	printf("    %d CPUs x %d rounds: %llu remote frees, %llu shortfalls waited out\n",
-	       NR_CPUS, ROUNDS, (unsigned long long)rf, (unsigned long long)sf);
+	       NR_TEST_CPUS, ROUNDS, (unsigned long long)rf, (unsigned long long)sf);
 	return 0;
 }
 

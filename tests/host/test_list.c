@@ -2,8 +2,8 @@
 /*
  * The arena lists compiled natively: a fuzzer against a model (an array in list order)
  * with every call, walks checked against the model after each; damage (a link that does
- * not point back) refused by every call and stopping every walk; then threads adding and deleting under an arena spin lock, under AddressSanitizer
- * and ThreadSanitizer.
+ * not point back) refused by every call and stopping every walk; then threads adding and
+ * deleting under an arena spin lock, under AddressSanitizer and ThreadSanitizer.
  *
  * HOST_FUZZ_OPS=N sets the fuzzer's operations, HOST_FUZZ_SEED the seed.
  */

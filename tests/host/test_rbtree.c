@@ -102,7 +102,7 @@ static struct item *free_item(void)
 }
 
 /* The node at model index at (NULL past the end) must be n. */
-static int same(struct rbnode *n, int at, const char *what)
+static int expect(struct rbnode *n, int at, const char *what)
 {
 	if (at >= nr) {
 		CHECK(!n, "%s: expected no node, got key %llu", what, n->key);
@@ -123,12 +123,12 @@ static int check_iteration(struct rbtree *t)
 	int i;
 
 	for (i = 0; i < nr; i++, n = rb_next(n))
-		if (same(n, i, "rb_next"))
+		if (expect(n, i, "rb_next"))
 			return -1;
 	CHECK(!n, "rb_next went past the model's end");
 	n = rb_last(t);
 	for (i = nr - 1; i >= 0; i--, n = rb_prev(n))
-		if (same(n, i, "rb_prev"))
+		if (expect(n, i, "rb_prev"))
 			return -1;
 	CHECK(!n, "rb_prev went past the model's start");
 	return 0;
@@ -225,7 +225,7 @@ static int fuzz(enum rbtree_alloc alloc, enum rbtree_insert_mode mode, long ops,
 			      ret);
 			if (at >= 0)
 				CHECK(gv == model[at].value, "op %ld: rb_find value", op);
-			if (same(rb_find_node(t, k), at >= 0 ? at : nr, "rb_find_node"))
+			if (expect(rb_find_node(t, k), at >= 0 ? at : nr, "rb_find_node"))
 				return -1;
 		} else if (r < 85) {
 			ret = rb_pop(t, &gk, &gv);
@@ -243,8 +243,8 @@ static int fuzz(enum rbtree_alloc alloc, enum rbtree_insert_mode mode, long ops,
 			CHECK(ret == (nr ? 0 : -ENOENT), "rb_least: %d", ret);
 			if (nr)
 				CHECK(gk == model[0].key && gv == model[0].value, "rb_least");
-			if (same(rb_lower_bound(t, k), first_at_least(k, 0), "rb_lower_bound") ||
-			    same(rb_upper_bound(t, k), first_at_least(k, 1), "rb_upper_bound"))
+			if (expect(rb_lower_bound(t, k), first_at_least(k, 0), "rb_lower_bound") ||
+			    expect(rb_upper_bound(t, k), first_at_least(k, 1), "rb_upper_bound"))
 				return -1;
 		} else if (r < 95) {
 			if (check_range(t, keyspace))

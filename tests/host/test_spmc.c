@@ -250,8 +250,9 @@ static int race(u64 big_burst, u64 small_burst)
 	CHECK(!bad, "bad %d: a value twice, out of order or unknown", bad);
 	for (u64 i = 0; i < RACE_VALUES; i++)
 		CHECK(seen[i] == 1, "value %llu came out %d times", i, seen[i]);
-	printf("    %d values: %ld stolen (%ld, %ld, %ld), %ld popped, %ld races lost, "
-	       "%llu grows\n", RACE_VALUES, total, stolen[0], stolen[1], stolen[2], popped,
+	printf(
+	       "    %d values: %ld stolen (%ld, %ld, %ld), %ld popped, %ld races lost, %llu grows\n",
+	       RACE_VALUES, total, stolen[0], stolen[1], stolen[2], popped,
 	       races_lost + owner_lost, rq->grows);
 	CHECK(total + popped == RACE_VALUES, "");
 	CHECK(spmc_destroy(rq) == 0, "");

@@ -13,8 +13,7 @@
 /* What libarena_asan_print() writes for an out-of-bounds write of one byte. */
 static const char report[] =
 	"log: before\n"
-	"asan: out-of-bounds write of 1 byte at 0x100000a31: out of bounds by 1 byte past "
-	"the end of the 48-byte block at 0x100000a00\n"
+	"asan: out-of-bounds write of 1 byte at 0x100000a31: out of bounds by 1 byte past the end of the 48-byte block at 0x100000a00\n"
 	"asan:   by asan_test_x:oob+0x2c (test_asan.bpf.c:120) on CPU 1\n"
 	"Memory violation for address 0x100000a30 for write of size 1\n"
 	"CPU: 1 UID: 0 PID: 321 Comm: runner\n"
@@ -26,12 +25,13 @@ static const char report[] =
  * Expectations in the style of upstream's sanitizer tests: the access, the task, and a
  * trace whose lines are either "func+0xoff/0xlen" or indented text.
  */
+#define UPSTREAM_ACCESS "Memory violation for address {{.*}} for write of size {{[1-8]}}"
+
 static const char *const upstream[] = {
-	"Memory violation for address {{.*}} for write of size {{[1-8]}}",
+	UPSTREAM_ACCESS,
 	"CPU: {{[0-9]+}} UID: {{[0-9]+}} PID: {{[0-9]+}} Comm: {{[^ ]+}}",
 	"Call trace:\n"
-	"{{(([_a-zA-Z][_a-zA-Z0-9]*\\+0x[0-9a-f]+/0x[0-9a-f]+|[ \t]+[^\n]+)\n)+}}"
-	"log: after",
+	"{{(([_a-zA-Z][_a-zA-Z0-9]*\\+0x[0-9a-f]+/0x[0-9a-f]+|[ \t]+[^\n]+)\n)+}}log: after",
 };
 
 static int test_upstream_expectations(void)
@@ -43,9 +43,9 @@ static int test_upstream_expectations(void)
 static int test_literal_text(void)
 {
 	/* Characters special to regular expressions are literal outside {{ }}. */
-	const char *ok[] = { "(test_asan.bpf.c:120)", "0x100000a30 for write", "[" };
+	static const char *const ok[] = { "(test_asan.bpf.c:120)", "0x100000a30 for write", "[" };
 	const char *text = "at (test_asan.bpf.c:120): 0x100000a30 for write [x]";
-	const char *dot[] = { "a.c" };
+	static const char *const dot[] = { "a.c" };
 
 	CHECK(libarena_stderr_match(ok, N(ok), text, NULL) == 0, "");
 	CHECK(libarena_stderr_match(dot, 1, "abc", NULL) == 1, "a dot is a dot");
@@ -57,9 +57,9 @@ static int test_literal_text(void)
 
 static int test_regex_parts(void)
 {
-	const char *size[] = { "of size {{[0-9]+}}" };
-	const char *alt[] = { "kind: {{read|write}} done" };
-	const char *line[] = { "PID: {{.*}}Comm" };
+	static const char *const size[] = { "of size {{[0-9]+}}" };
+	static const char *const alt[] = { "kind: {{read|write}} done" };
+	static const char *const line[] = { "PID: {{.*}}Comm" };
 
 	CHECK(libarena_stderr_match(size, 1, "of size 16\n", NULL) == 0, "");
 	CHECK(libarena_stderr_match(size, 1, "of size x\n", NULL) == 1, "");
@@ -74,9 +74,9 @@ static int test_regex_parts(void)
 
 static int test_order(void)
 {
-	const char *in_order[] = { "first", "second", "third" };
-	const char *swapped[] = { "second", "first" };
-	const char *twice[] = { "line", "line" };
+	static const char *const in_order[] = { "first", "second", "third" };
+	static const char *const swapped[] = { "second", "first" };
+	static const char *const twice[] = { "line", "line" };
 
 	CHECK(libarena_stderr_match(in_order, 3, "first\nsecond\nthird\n", NULL) == 0, "");
 	CHECK(libarena_stderr_match(swapped, 2, "first\nsecond\n", NULL) == 2,
@@ -91,7 +91,7 @@ static int test_order(void)
 
 static int test_anchors(void)
 {
-	const char *bol[] = { "a", "{{^b}}" };
+	static const char *const bol[] = { "a", "{{^b}}" };
 
 	/* ^ after the previous match, mid-line, is no line start. */
 	CHECK(libarena_stderr_match(bol, 2, "ab\n", NULL) == 2, "");
@@ -101,12 +101,12 @@ static int test_anchors(void)
 
 static int test_mismatches(void)
 {
-	const char *wrong[] = {
+	static const char *const wrong[] = {
 		"Memory violation for address {{.*}} for read of size 1",
 	};
-	const char *uid[] = { upstream[0], "CPU: {{[0-9]+}} UID: 1000 PID" };
-	const char *bad[] = { "ok", "{{[unclosed}}" };
-	const char *open_part[] = { "{{never closed" };
+	static const char *const uid[] = { UPSTREAM_ACCESS, "CPU: {{[0-9]+}} UID: 1000 PID" };
+	static const char *const bad[] = { "ok", "{{[unclosed}}" };
+	static const char *const open_part[] = { "{{never closed" };
 	int which = 0;
 
 	CHECK(libarena_stderr_match(wrong, 1, report, NULL) == 1, "");
