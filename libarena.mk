@@ -3,7 +3,7 @@
 # Builds libarena: the BPF library objects, the selftests linked with them, the
 # user-space helper library and the test runner.
 #
-# In a kernel tree this file is tools/testing/selftests/bpf/libarena/Makefile and takes
+# In a kernel tree this is the Makefile of selftests/bpf/libarena/, and it takes
 # libbpf and bpftool from the tree's own tools/. Standalone (the git submodule form) it
 # needs KSRC, a kernel tree (6.12 or newer) to take them from, or BPFTOOL, LIBBPF_A and
 # LIBBPF_INCLUDE given directly. Either way it needs VMLINUX_BTF (a vmlinux with BTF) or

@@ -244,7 +244,7 @@ int test_spin_lock_damaged(struct arena_test_ctx *ctx)
  */
 #define CNT_THREADS	4
 #define CNT_ROUNDS	20000
-#define CNT_WAIT_NS	(30ull * 1000000000)	/* TCG vCPUs can stall: give up only after this */
+#define CNT_WAIT_NS	(30ull * 1000000000)	/* TCG vCPUs can stall: no round in this long */
 
 arena_spinlock_t __arena_global cnt_lock;
 u64 __arena_global cnt_a, cnt_b, cnt_inside, cnt_overlaps;
@@ -267,7 +267,7 @@ static __noinline __noasan int cnt_thread(struct arena_test_ctx *ctx, u32 thread
 {
 	/* A seed the verifier does not know, or it follows every round's constants. */
 	u64 start = bpf_ktime_get_ns(), seed = ctx->seed | (u64)thread << 32 | 1, a;
-	u64 timeout;
+	u64 timeout, seen = READ_ONCE(cnt_b);
 	u32 i, r;
 	int ret;
 
@@ -282,8 +282,13 @@ static __noinline __noasan int cnt_thread(struct arena_test_ctx *ctx, u32 thread
 		ret = arena_spin_lock_timeout(&cnt_lock, timeout);
 		if (ret) {
 			cnt_timeouts[thread]++;
-			if (bpf_ktime_get_ns() - start > CNT_WAIT_NS)
+			/* Give up only when no thread finished a round for CNT_WAIT_NS. */
+			if (READ_ONCE(cnt_b) != seen) {
+				seen = READ_ONCE(cnt_b);
+				start = bpf_ktime_get_ns();
+			} else if (bpf_ktime_get_ns() - start > CNT_WAIT_NS) {
 				break;
+			}
 			continue;
 		}
 		if (xchg(&cnt_inside, 1))
