@@ -51,6 +51,9 @@ BUILD := $(CURDIR)/build
 # This cell's build: the default one where users' projects expect it.
 OUT := $(if $(filter $(DEFAULT_CELL),$(CELL)),$(BUILD),$(BUILD)/$(CELL))
 PATCHES := $(BUILD)/patches
+# The same series as the build applies it to its own tree (signed as a placeholder when no
+# identity is set): apart, so that a build never rewrites the series made to be sent.
+TREE_PATCHES := $(BUILD)/tree-patches
 # The patched tree; a second work tree with another series sets its own LIBARENA_TREE.
 LIBARENA_TREE ?= $(LIBARENA_CACHE)/tree
 export LIBARENA_TREE
@@ -91,15 +94,14 @@ else
 	@vm/build-kernel >/dev/null
 endif
 
-# The series to send needs a Signed-off-by identity; the one the build applies to its
-# own tree is the same series, signed as a placeholder when no identity is set.
+# The series to send needs a Signed-off-by identity.
 patches:
 	@kernel/make-patches $(PATCHES) >/dev/null
 	@echo "patches: $$(ls $(PATCHES) | wc -l) in $(PATCHES)"
 
 tree: deps
-	@kernel/make-patches --any-identity $(PATCHES) >/dev/null
-	@kernel/patched-tree $(PATCHES) >/dev/null
+	@kernel/make-patches --any-identity $(TREE_PATCHES) >/dev/null
+	@kernel/patched-tree $(TREE_PATCHES) >/dev/null
 
 lib: tree kernel
 	@$(LIBMAKE) all
@@ -108,7 +110,7 @@ lib: tree kernel
 # after each (scripts/check-series). Uses the cell's compiler, kernel BTF and tools.
 check-series: lib
 	@CLANG=$(CLANG) VMLINUX_BTF=$(VMLINUX_BTF) TOOLS_OUT=$(TOOLS_OUT) \
-		scripts/check-series $(PATCHES)
+		scripts/check-series $(TREE_PATCHES)
 
 host-test: deps
 	@$(MAKE) --no-print-directory -s -f tests/host/host.mk OUTPUT=$(BUILD)/host run

@@ -299,6 +299,7 @@ $(OUTPUT)/examples/%.bpf.o: $(OUTPUT)/examples/obj/%.bpf.o $(LIB_OBJ)
 	$(Q)$(LINK_WITH_LIB)
 
 $(OUTPUT)/examples/%: $(LIBARENA_DIR)/examples/%.c $(USER_LIB) $(LIBBPF_A) $(EXAMPLE_HDRS)
+	$(Q)mkdir -p $(dir $@)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) -I$(SCX_INCLUDE) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) \
 		$(USER_LIBS)
 

@@ -194,7 +194,7 @@ static __always_inline bool others_done(struct arena_test_ctx *ctx)
 
 static __noinline int race_consumer(struct arena_test_ctx *ctx)
 {
-	u64 start = bpf_ktime_get_ns(), seen = race_got;
+	u64 begin = bpf_ktime_get_ns(), start = begin, seen = race_got;
 	bool done;
 
 	while (can_loop) {
@@ -202,12 +202,17 @@ static __noinline int race_consumer(struct arena_test_ctx *ctx)
 		done = others_done(ctx);
 		if (race_take() == -ENOENT && done)
 			return 0;
-		/* Give up only when no node came for RACE_WAIT_NS, however long the race. */
+		/*
+		 * Give up when no node came for RACE_WAIT_NS, however long the race, or
+		 * after 50 s in all: the guest's soft-lockup watchdog panics at 60.
+		 */
 		if (race_got != seen) {
 			seen = race_got;
 			start = bpf_ktime_get_ns();
-		} else if (bpf_ktime_get_ns() - start > RACE_WAIT_NS) {
-			arena_stderr("consumer: no node for 30 s, %llu in all", race_got);
+		} else if (bpf_ktime_get_ns() - start > RACE_WAIT_NS ||
+			   bpf_ktime_get_ns() - begin > 50ull * 1000000000) {
+			arena_stderr("consumer: gave up, no node for %llu ms, %llu in all",
+				     (bpf_ktime_get_ns() - start) / 1000000, race_got);
 			return -ETIMEDOUT;
 		}
 	}

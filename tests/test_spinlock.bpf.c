@@ -267,6 +267,7 @@ static __noinline __noasan int cnt_thread(struct arena_test_ctx *ctx, u32 thread
 {
 	/* A seed the verifier does not know, or it follows every round's constants. */
 	u64 start = bpf_ktime_get_ns(), seed = ctx->seed | (u64)thread << 32 | 1, a;
+	u64 begin = start;
 	u64 timeout, seen = READ_ONCE(cnt_b);
 	u32 i, r;
 	int ret;
@@ -282,13 +283,18 @@ static __noinline __noasan int cnt_thread(struct arena_test_ctx *ctx, u32 thread
 		ret = arena_spin_lock_timeout(&cnt_lock, timeout);
 		if (ret) {
 			cnt_timeouts[thread]++;
-			/* Give up only when no thread finished a round for CNT_WAIT_NS. */
+			/*
+			 * Give up when no thread finished a round for CNT_WAIT_NS, or after
+			 * 50 s in all: the guest's soft-lockup watchdog panics at 60.
+			 */
 			if (READ_ONCE(cnt_b) != seen) {
 				seen = READ_ONCE(cnt_b);
 				start = bpf_ktime_get_ns();
 			} else if (bpf_ktime_get_ns() - start > CNT_WAIT_NS) {
 				break;
 			}
+			if (bpf_ktime_get_ns() - begin > 50ull * 1000000000)
+				break;
 			continue;
 		}
 		if (xchg(&cnt_inside, 1))
