@@ -58,6 +58,17 @@ last_attempt() {
 	awk '/^vm\/run: RETRY/ { out = $0 "\n"; next } { out = out $0 "\n" }
 	     END { printf "%s", out }' "$1"
 }
+# guest WHAT VM_RUN_ARGS...: one guest of the cell (kernel, log, cell_rc of the loop); its
+# last attempt's output goes into the cell's log, a guest that died or timed out fails.
+guest() {
+	local what=$1 vm_rc
+	shift
+	"$root/vm/run" -K "$kernel" "$@" 2>&1 | tee "$work/vm"
+	vm_rc=${PIPESTATUS[0]}
+	last_attempt "$work/vm" >>"$log"
+	[ "$vm_rc" = 0 ] || cell_rc=1
+	[ "$vm_rc" -lt 124 ] || fail_step "$log" "$cell: $what"
+}
 # record NAME LOG RC SECONDS: one summary line; a failed part without a count fails too.
 record() {
 	local p f s result
@@ -114,21 +125,11 @@ for cell in "$@"; do
 
 		# Some 20 minutes alone on an idle host; a busy one may need twice that.
 		step "$cell: VM tests on the $kernel kernel"
-		"$root/vm/run" -K "$kernel" -t 2700 -- "$root/tests/vm-suite.sh" "$build" 2>&1 |
-			tee "$work/vm"
-		vm_rc=${PIPESTATUS[0]}
-		last_attempt "$work/vm" >>"$log"
-		[ "$vm_rc" = 0 ] || cell_rc=1
-		[ "$vm_rc" -lt 124 ] || fail_step "$log" "$cell: the VM run"
+		guest "the VM run" -t 2700 -- "$root/tests/vm-suite.sh" "$build"
 
 		# Lock-free, so more vCPUs than host CPUs is fine: one owner and three thieves.
 		step "$cell: deque races and the scheduler on 4 vCPUs"
-		"$root/vm/run" -K "$kernel" -c 4 -- "$root/tests/vm-4cpus.sh" "$build" 2>&1 |
-			tee "$work/vm"
-		vm_rc=${PIPESTATUS[0]}
-		last_attempt "$work/vm" >>"$log"
-		[ "$vm_rc" = 0 ] || cell_rc=1
-		[ "$vm_rc" -lt 124 ] || fail_step "$log" "$cell: the 4-vCPU VM run"
+		guest "the 4-vCPU VM run" -c 4 -- "$root/tests/vm-4cpus.sh" "$build"
 	else
 		fail_step "$log" "$cell: the build"
 	fi
