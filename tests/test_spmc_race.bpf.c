@@ -151,7 +151,7 @@ static __noinline int owner_pop(struct spmc __arena *q, u64 *v)
 /* Not instrumented in the sanitizer build: its frame leaves the deque's calls no room. */
 static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 seed)
 {
-	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows, stolen;
+	u64 x = seed | 1, next = zero, burst, pops, k, v = 0, prev, grows;
 	/* Flags, not a round count: the verifier keeps few states for them. */
 	bool waited = false, big_now, resized_racing = false;
 	int ret;
@@ -192,11 +192,16 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 			if (ret)
 				return ret;
 			next++;
-			/* Once it grew, go on only after a thief stole from it: after the grow. */
+			/*
+			 * Once it grew, go on only after a thief took the value just pushed:
+			 * it is in the new array only, so that steal followed the grow. Not
+			 * "one steal more than now": a vCPU of the owner that stalled for a
+			 * while may find that the thieves already took every value.
+			 */
 			if (big_now && !resized_racing && q->grows != grows) {
-				stolen = READ_ONCE(race_stolen);
-				if (wait_for(&race_stolen, stolen + 1)) {
-					arena_stderr("owner: no steal while resizing");
+				if (wait_for(&q->top, q->bottom)) {
+					arena_stderr("owner: no thief took the value pushed after the grow in %llu s",
+						     WAIT_NS / 1000000000);
 					return -ETIMEDOUT;
 				}
 				resized_racing = true;
