@@ -3,7 +3,7 @@
  * The libarena test runner: loads linked BPF objects through the real verifier and runs
  * the tests they hold (naming conventions in include/libarena/test.h).
  *
- *   runner [-v] [-a] [-u] [-f PATTERN]... [-x TEXT] OBJECT...
+ *   runner [-v] [-a] [-u] [-j N] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...
  *
  *   -f PATTERN  run only tests whose name (or object:name) matches the glob; repeatable;
  *               also taken from $LIBARENA_TEST_FILTER (comma separated)
@@ -15,6 +15,8 @@
  *   -x TEXT     the objects must FAIL to load, with TEXT in the verifier log
  *   -v          show every test's log lines, not only a failing test's
  *   -s SEED     seed handed to the tests (default: time)
+ *   -j N        objects loading at once, each in a process of its own (default: the CPUs;
+ *               1 loads each object only when its turn comes)
  *
  * Prints a line per test and ends with "N passed, N failed[, N skipped]"; exits 1 on any
  * failure.
@@ -23,6 +25,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
@@ -46,9 +50,16 @@ static struct {
 	int nr_filters;
 	unsigned int seed;
 	int nr_cpus;
+	int jobs;		/* objects loading at once (-j) */
+} opt;
+
+/* What one object's tests came to: a child sends it to the parent (run_objects()). */
+struct tally {
 	int passed, failed, skipped;
 	int seeded, seeded_caught, asan_reports;
-} opt;
+};
+
+static struct tally tally;
 
 /* libbpf's messages for the object being loaded: shown when something goes wrong. */
 static char *libbpf_msgs;
@@ -194,15 +205,15 @@ static void report(const char *obj, const char *name, int result, const char *wh
 {
 	switch (result) {
 	case 0:
-		opt.passed++;
+		tally.passed++;
 		printf("  ok   %s:%s (%.0f ms)\n", obj, name, ms);
 		break;
 	case 1:
-		opt.skipped++;
+		tally.skipped++;
 		printf("  skip %s:%s: %s\n", obj, name, why);
 		break;
 	default:
-		opt.failed++;
+		tally.failed++;
 		printf("  FAIL %s:%s: %s\n", obj, name, why);
 		break;
 	}
@@ -263,8 +274,8 @@ static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_l
 
 		if (sscanf(line, "%*[^a]asan-seeded: caught %d of %d", &caught, &seeded) == 2 ||
 		    sscanf(line, "asan-seeded: caught %d of %d", &caught, &seeded) == 2) {
-			opt.seeded_caught += caught;
-			opt.seeded += seeded;
+			tally.seeded_caught += caught;
+			tally.seeded += seeded;
 		}
 		if (!e)
 			continue;
@@ -293,7 +304,7 @@ static int asan_judge(struct bpf_object *o, struct asan_state *st, struct test_l
 		snprintf(why, whylen, "the sanitizer reported a bad access");
 		bad = 1;
 	}
-	opt.asan_reports += n > 0 ? n : 0;
+	tally.asan_reports += n > 0 ? n : 0;
 	free(reports);
 	return bad ? -1 : 0;
 }
@@ -622,31 +633,50 @@ static void print_msgs(const char *msgs)
 	printf("%s", tail);
 }
 
-static void run_object(const char *path)
+/* An object as load_object() left it: loaded, or why not. */
+struct loaded_object {
+	const char *path;
+	struct bpf_object *obj;	/* NULL when it could not be opened */
+	int open_errno;
+	int err;		/* of bpf_object__load() */
+	const char *msgs;	/* what libbpf and the verifier said */
+};
+
+static void load_object(struct loaded_object *lo)
 {
-	const char *obj = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	struct arena_log *ring = NULL;
 	struct bpf_program *prog;
-	struct bpf_object *o;
-	char why[512];
-	int err;
 
 	capture_libbpf();
-	o = bpf_object__open_file(path, NULL);
-	if (!o) {
-		snprintf(why, sizeof(why), "cannot open: %s", strerror(errno));
-		captured_libbpf();
-		report(obj, "open", -1, why, 0);
+	lo->obj = bpf_object__open_file(lo->path, NULL);
+	if (!lo->obj) {
+		lo->open_errno = errno;
+		lo->msgs = captured_libbpf();
 		return;
 	}
 	/* A debugging aid: load only the programs whose name has this in it. */
 	if (getenv("LIBARENA_LOAD_ONLY"))
-		bpf_object__for_each_program(prog, o)
+		bpf_object__for_each_program(prog, lo->obj)
 			bpf_program__set_autoload(prog, !!strstr(bpf_program__name(prog),
 								getenv("LIBARENA_LOAD_ONLY")));
-	err = bpf_object__load(o);
-	const char *msgs = captured_libbpf();
+	lo->err = bpf_object__load(lo->obj);
+	lo->msgs = captured_libbpf();
+}
 
+static void run_object(struct loaded_object *lo)
+{
+	const char *obj = strrchr(lo->path, '/') ? strrchr(lo->path, '/') + 1 : lo->path;
+	struct bpf_object *o = lo->obj;
+	const char *msgs = lo->msgs;
+	struct arena_log *ring = NULL;
+	struct bpf_program *prog;
+	char why[512];
+	int err = lo->err;
+
+	if (!o) {
+		snprintf(why, sizeof(why), "cannot open: %s", strerror(lo->open_errno));
+		report(obj, "open", -1, why, 0);
+		return;
+	}
 	if (opt.expect_fail) {
 		bool match = err && strstr(msgs, opt.expect_fail);
 
@@ -705,7 +735,7 @@ static void run_object(const char *path)
 		}
 	}
 
-	int before = opt.passed + opt.failed + opt.skipped;
+	int before = tally.passed + tally.failed + tally.skipped;
 
 	bpf_object__for_each_program(prog, o) {
 		const char *name = bpf_program__name(prog);
@@ -731,7 +761,7 @@ static void run_object(const char *path)
 		}
 	}
 	/* An object that holds no test proves nothing: say so, unless a filter chose none. */
-	if (opt.passed + opt.failed + opt.skipped == before && !opt.nr_filters)
+	if (tally.passed + tally.failed + tally.skipped == before && !opt.nr_filters)
 		report(obj, "tests", -1, "the object holds no test_* or parallel_test_* program",
 		       0);
 	/* Lines logged outside any test (or after the last drain) are not lost. */
@@ -740,10 +770,117 @@ static void run_object(const char *path)
 	bpf_object__close(o);
 }
 
+/* One object's child: its pid and the two pipes to it. */
+struct child {
+	pid_t pid;
+	int go;		/* parent writes a byte: run the tests now */
+	int result;	/* child writes its struct tally, then exits */
+};
+
+static void close_child(struct child *c)
+{
+	if (c->go >= 0)
+		close(c->go);
+	if (c->result >= 0)
+		close(c->result);
+	c->go = c->result = -1;
+}
+
+/*
+ * A child process for the object: it loads the object at once, runs its tests when the
+ * parent writes to its go pipe, sends back its tally and exits. A process per object, as
+ * every object maps its arena at the same fixed address (ARENA_USER_BASE).
+ */
+static void start_child(struct child *children, int i, const char *path)
+{
+	struct child *c = &children[i];
+	int go[2], result[2];
+	char byte;
+
+	if (pipe(go) || pipe(result)) {
+		perror("runner: pipe");
+		exit(2);
+	}
+	fflush(stdout);
+	fflush(stderr);
+	c->pid = fork();
+	if (c->pid < 0) {
+		perror("runner: fork");
+		exit(2);
+	}
+	if (c->pid) {
+		close(go[0]);
+		close(result[1]);
+		c->go = go[1];
+		c->result = result[0];
+		return;
+	}
+	/* The child: the other children's pipes are not its business. */
+	for (int k = 0; k < i; k++)
+		close_child(&children[k]);
+	close(go[1]);
+	close(result[0]);
+	memset(&tally, 0, sizeof(tally));
+
+	struct loaded_object lo = { .path = path };
+
+	load_object(&lo);
+	if (read(go[0], &byte, 1) == 1)
+		run_object(&lo);
+	fflush(stdout);
+	if (write(result[1], &tally, sizeof(tally)) != sizeof(tally))
+		_exit(2);
+	_exit(0);
+}
+
+/*
+ * Run every object's tests, one object after the other, while the next objects load:
+ * under TCG the verifier takes most of a run (45 s for the B-tree's tests alone) and
+ * loads on several CPUs at once. A test runs while up to opt.jobs - 1 other objects
+ * load; a loading verifier yields its CPU to a test thread woken there.
+ */
+static void run_objects(char **paths, int n)
+{
+	struct child *children = calloc(n, sizeof(*children));
+	int started = 0;
+
+	if (!children) {
+		fprintf(stderr, "runner: out of memory\n");
+		exit(2);
+	}
+	for (int i = 0; i < n; i++) {
+		const char *obj = strrchr(paths[i], '/') ? strrchr(paths[i], '/') + 1 : paths[i];
+		struct tally t = {};
+		int status = 0;
+		char why[128];
+
+		for (; started < n && started < i + opt.jobs; started++)
+			start_child(children, started, paths[started]);
+		if (write(children[i].go, "g", 1) != 1 ||
+		    read(children[i].result, &t, sizeof(t)) != sizeof(t)) {
+			waitpid(children[i].pid, &status, 0);
+			snprintf(why, sizeof(why), "the process that ran its tests died (%s %d)",
+				 WIFSIGNALED(status) ? "signal" : "exit status",
+				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			report(obj, "runner", -1, why, 0);
+		} else {
+			waitpid(children[i].pid, &status, 0);
+		}
+		close_child(&children[i]);
+		tally.passed += t.passed;
+		tally.failed += t.failed;
+		tally.skipped += t.skipped;
+		tally.seeded += t.seeded;
+		tally.seeded_caught += t.seeded_caught;
+		tally.asan_reports += t.asan_reports;
+	}
+	free(children);
+}
+
 static void print_usage(void)
 {
 	fprintf(stderr,
-		"usage: runner [-v] [-a] [-u] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
+		"usage: runner [-v] [-a] [-u] [-j N] [-s SEED] [-f PATTERN]... [-x TEXT] OBJECT...\n");
 	exit(2);
 }
 
@@ -753,7 +890,7 @@ int main(int argc, char **argv)
 	int c;
 
 	opt.seed = time(NULL);
-	while ((c = getopt(argc, argv, "vauf:x:s:h")) != -1) {
+	while ((c = getopt(argc, argv, "vauf:x:s:j:h")) != -1) {
 		switch (c) {
 		case 'v':
 			opt.verbose = true;
@@ -769,6 +906,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			opt.seed = strtoul(optarg, NULL, 0);
+			break;
+		case 'j':
+			opt.jobs = atoi(optarg);
 			break;
 		case 'f':
 			if (opt.nr_filters < MAX_FILTERS)
@@ -792,19 +932,22 @@ int main(int argc, char **argv)
 	opt.nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (opt.nr_cpus < 1)
 		opt.nr_cpus = 1;
+	if (opt.jobs < 1)
+		opt.jobs = opt.nr_cpus;
+	/* A child that died before its turn must not take the parent with it. */
+	signal(SIGPIPE, SIG_IGN);
 	libbpf_set_print(libbpf_print);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("runner: %d CPUs, seed %u\n", opt.nr_cpus, opt.seed);
 
-	for (int i = optind; i < argc; i++)
-		run_object(argv[i]);
+	run_objects(argv + optind, argc - optind);
 
 	if (opt.asan)
-		printf("asan: %d reports; seeded bugs caught: %d of %d\n", opt.asan_reports,
-		       opt.seeded_caught, opt.seeded);
-	printf("%d passed, %d failed", opt.passed, opt.failed);
-	if (opt.skipped)
-		printf(", %d skipped", opt.skipped);
+		printf("asan: %d reports; seeded bugs caught: %d of %d\n", tally.asan_reports,
+		       tally.seeded_caught, tally.seeded);
+	printf("%d passed, %d failed", tally.passed, tally.failed);
+	if (tally.skipped)
+		printf(", %d skipped", tally.skipped);
 	printf("\n");
-	return opt.failed ? 1 : 0;
+	return tally.failed ? 1 : 0;
 }
