@@ -216,6 +216,45 @@ static __noinline void race_take(u32 me, u64 v)
 	race_popped[me]++;
 }
 
+#define RACE_PUSH_WAIT_NS	(30ull * 1000000000)
+
+/* Push val; when the queue is full, make room ourselves, whatever the others are doing. */
+static __noinline int race_push_round(struct mpmcq __arena *q, u32 me, u64 val)
+{
+	int ret = -ENOSPC;
+	u64 v = 0;
+	u32 k;
+
+	for (k = zero; k < (1u << 20) && can_loop; k++) {
+		ret = mpmcq_push(q, val);
+		if (ret != -ENOSPC)
+			return ret;
+		race_full[me & (RACE_THREADS - 1)]++;
+		if (!mpmcq_pop(q, &v))
+			race_take(me, v);
+	}
+	return ret;
+}
+
+/*
+ * Rounds with a loop budget of their own, for up to RACE_PUSH_WAIT_NS: a thread whose
+ * vCPU stalls between claiming a slot and handing it over keeps the queue full (and
+ * empty to pops) until it runs again, and TCG may leave a vCPU without time for long.
+ */
+static __noinline int race_push(struct mpmcq __arena *q, u32 me, u64 val)
+{
+	u64 start = bpf_ktime_get_ns();
+	int ret = -ENOSPC;
+	u32 r;
+
+	for (r = zero; r < 100000 && can_loop; r++) {
+		ret = race_push_round(q, me, val);
+		if (ret != -ENOSPC || bpf_ktime_get_ns() - start > RACE_PUSH_WAIT_NS)
+			break;
+	}
+	return ret;
+}
+
 static __noinline int race_thread(u32 me)
 {
 	struct mpmcq __arena *q = (struct mpmcq __arena *)race_q;
@@ -226,17 +265,7 @@ static __noinline int race_thread(u32 me)
 	if (me >= RACE_THREADS)
 		return -EINVAL;
 	for (i = zero; i < RACE_VALUES && can_loop; i++) {
-		ret = -ENOSPC;
-		/* Bounded by this call's loop budget only: TCG may starve a vCPU for long. */
-		while (can_loop) {
-			ret = mpmcq_push(q, (u64)me << 32 | i);
-			if (ret != -ENOSPC)
-				break;
-			race_full[me]++;
-			/* Full: make room ourselves, whatever the others are doing. */
-			if (!mpmcq_pop(q, &v))
-				race_take(me, v);
-		}
+		ret = race_push(q, me, (u64)me << 32 | i);
 		if (ret) {
 			arena_stderr("thread %u: push %u: %d", me, i, ret);
 			return -EIO;
