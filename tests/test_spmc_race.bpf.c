@@ -200,8 +200,9 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 			 */
 			if (big_now && !resized_racing && q->grows != grows) {
 				if (wait_for(&q->top, q->bottom)) {
-					arena_stderr("owner: no thief took the value pushed after the grow in %llu s",
-						     WAIT_NS / 1000000000);
+					arena_stderr(
+						"owner: no thief took the value pushed after the grow in %llu s",
+						WAIT_NS / 1000000000);
 					return -ETIMEDOUT;
 				}
 				resized_racing = true;
