@@ -635,6 +635,14 @@ static void print_msgs(const char *msgs)
 	printf("%s", tail);
 }
 
+/* The name an object's lines carry: its file name without the directory. */
+static const char *object_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
 /* An object as load_object() left it: loaded, or why not. */
 struct loaded_object {
 	const char *path;
@@ -666,7 +674,7 @@ static void load_object(struct loaded_object *lo)
 
 static void run_object(struct loaded_object *lo)
 {
-	const char *obj = strrchr(lo->path, '/') ? strrchr(lo->path, '/') + 1 : lo->path;
+	const char *obj = object_name(lo->path);
 	struct bpf_object *o = lo->obj;
 	const char *msgs = lo->msgs;
 	struct arena_log *ring = NULL;
@@ -770,6 +778,16 @@ static void run_object(struct loaded_object *lo)
 	if (ring)
 		libarena_log_print(ring, stdout, stdout);
 	bpf_object__close(o);
+}
+
+static void tally_add(struct tally *sum, const struct tally *t)
+{
+	sum->passed += t->passed;
+	sum->failed += t->failed;
+	sum->skipped += t->skipped;
+	sum->seeded += t->seeded;
+	sum->seeded_caught += t->seeded_caught;
+	sum->asan_reports += t->asan_reports;
 }
 
 /* One object's child: its pid and the two pipes to it. */
@@ -902,7 +920,7 @@ static void run_objects(char **paths, int n)
 		exit(2);
 	}
 	for (int i = 0; i < n; i++) {
-		const char *obj = strrchr(paths[i], '/') ? strrchr(paths[i], '/') + 1 : paths[i];
+		const char *obj = object_name(paths[i]);
 		struct tally t = {};
 		int status = 0;
 		char why[128];
@@ -921,12 +939,7 @@ static void run_objects(char **paths, int n)
 			waitpid(children[i].pid, &status, 0);
 		}
 		close_child(&children[i]);
-		tally.passed += t.passed;
-		tally.failed += t.failed;
-		tally.skipped += t.skipped;
-		tally.seeded += t.seeded;
-		tally.seeded_caught += t.seeded_caught;
-		tally.asan_reports += t.asan_reports;
+		tally_add(&tally, &t);
 	}
 	free(children);
 }
