@@ -15,8 +15,8 @@
  *   -x TEXT     the objects must FAIL to load, with TEXT in the verifier log
  *   -v          show every test's log lines, not only a failing test's
  *   -s SEED     seed handed to the tests (default: time)
- *   -j N        objects loading at once, each in a process of its own (default 1: an
- *               object loads when its turn comes; see run_objects() before raising it)
+ *   -j N        objects loading at once, each in a process of its own (default: the
+ *               online CPUs; tests never run while an object loads, see run_objects())
  *
  * Prints a line per test and ends with "N passed, N failed[, N skipped]"; exits 1 on any
  * failure.
@@ -1011,7 +1011,7 @@ int main(int argc, char **argv)
 	if (opt.nr_cpus < 1)
 		opt.nr_cpus = 1;
 	if (opt.jobs < 1)
-		opt.jobs = 1;
+		opt.jobs = opt.nr_cpus;
 	/* A child that died before its turn must not take the parent with it. */
 	signal(SIGPIPE, SIG_IGN);
 	libbpf_set_print(libbpf_print);
