@@ -80,17 +80,53 @@ static __always_inline u32 size_to_order(u64 size)
 	return arena_fls(units - 1);
 }
 
-/* The allocator's lock (libarena/spinlock.h): fair, and a waiter that gives up loses nothing. */
+/*
+ * A holder on this CPU is a context that this one interrupted (a tracing program in the
+ * middle of a free), which no wait can help. Host threads stand for CPUs but may be
+ * preempted while they hold the lock, so on the host nobody is taken for that.
+ */
+#ifdef __BPF__
+#define held_by_this_cpu(b) (READ_ONCE((b)->holder) == bpf_get_smp_processor_id() + 1)
+#else
+#define held_by_this_cpu(b) false
+#endif
+
+/*
+ * The allocator's lock (libarena/spinlock.h): fair, and a waiter that gives up loses
+ * nothing. A wait that times out (250 ms or the spin budget) is retried until
+ * BUDDY_LOCK_PATIENCE_NS have passed: under TCG, or on a busy host, the holder's vCPU
+ * may be descheduled for that long, and an allocation must not fail while memory
+ * exists. Only a holder on this very CPU ends the wait at once. stats.lock_timeouts
+ * counts the calls that gave up, the lock's own counter every wait that timed out.
+ */
 static __always_inline int buddy_lock(struct buddy __arena *b)
 {
-	if (!arena_spin_lock(&b->lock))
-		return 0;
+	u64 start = 0;
+	int i;
+
+	for (i = zero; i < BUDDY_LOCK_MAX_WAITS && can_loop; i++) {
+		if (!arena_spin_trylock(&b->lock))
+			goto locked;
+		if (held_by_this_cpu(b))
+			break;
+		if (!start)
+			start = bpf_ktime_get_ns();
+		else if (bpf_ktime_get_ns() - start > BUDDY_LOCK_PATIENCE_NS)
+			break;
+		if (!arena_spin_lock(&b->lock))
+			goto locked;
+	}
 	atomic_add(&b->stats.lock_timeouts, 1);
 	return -ETIMEDOUT;
+locked:
+	b->holder = bpf_get_smp_processor_id() + 1;
+	return 0;
 }
 
 static __always_inline void buddy_unlock(struct buddy __arena *b)
 {
+	/* Before the release: the next holder's CPU is written after this. */
+	b->holder = 0;
 	arena_spin_unlock(&b->lock);
 }
 
@@ -514,7 +550,7 @@ static __noinline int init_one(struct buddy __arena *b)
 	b->lock.state = 0;
 	b->lock.next = b->lock.timeouts = 0;
 	b->max_chunks = 0;
-	b->lazy_mask = 0;
+	b->lazy_mask = b->holder = 0;
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++) {
 		b->free_head[i & BUDDY_META_ORDER] = 0;
 		b->lazy[i & BUDDY_META_ORDER] = 0;
@@ -593,7 +629,7 @@ static __noinline int destroy_one(struct buddy __arena *b)
 		bpf_arena_free_pages(&arena, run, run->pages);
 	}
 	b->runs = b->deferred = 0;
-	b->lazy_mask = 0;
+	b->lazy_mask = b->holder = 0;
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
 		b->free_head[i & BUDDY_META_ORDER] = 0;
 	b->stats.chunks_spare = 0;

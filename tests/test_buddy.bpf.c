@@ -441,12 +441,14 @@ int test_buddy_bad_input(struct arena_test_ctx *ctx)
 /*
  * A free that times out on the lock loses nothing: the block waits on the allocator's
  * deferred list and the lock's next holder frees it. The test holds the lock itself, as
- * a holder whose vCPU the host descheduled would (each timed-out call spins 250 ms).
+ * a holder whose vCPU the host descheduled would: the free waits BUDDY_LOCK_PATIENCE_NS
+ * before it defers.
  */
 SEC("syscall")
 int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 {
-	u64 p, q, used;
+	u64 p, q, used, t0, t1;
+	u32 waits;
 	int ret, again;
 
 	ARENA_ASSERT_EQ(fresh(&tb), 0);
@@ -454,10 +456,15 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	q = (u64)buddy_alloc(&tb, 64);
 	ARENA_ASSERT(p && q);
 	used = blocks_in_use(&tb);
+	waits = arena_spin_timeouts(&tb.lock);
 	tb.lock.next++;			/* a ticket held by someone else */
+	t0 = bpf_ktime_get_ns();
 	ret = buddy_free(&tb, (void __arena *)p);
-	__arena_spin_release(&tb.lock);	/* which lets go, skipping the ticket given up */
+	t1 = bpf_ktime_get_ns();
+	__arena_spin_release(&tb.lock);	/* which lets go, skipping the tickets given up */
 	ARENA_ASSERT_EQ(ret, 0);
+	ARENA_ASSERT(arena_spin_timeouts(&tb.lock) - waits >= 2);
+	ARENA_ASSERT(t1 - t0 >= BUDDY_LOCK_PATIENCE_NS);
 	ARENA_ASSERT_EQ(tb.stats.lock_timeouts, 1);
 	ARENA_ASSERT_EQ(tb.stats.deferred_frees, 1);
 	ARENA_ASSERT_EQ(tb.deferred, p);
@@ -467,9 +474,14 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(tb.deferred, 0);
 	ARENA_ASSERT_EQ(blocks_in_use(&tb), used - 2);
 	ARENA_ASSERT_EQ(tb.stats.bad_calls, 0);
-	/* Only a block that looks allocated is deferred: not a second free of p. */
+	/*
+	 * Only a block that looks allocated is deferred: not a second free of p. (The holder
+	 * is this CPU this time, so the call gives up without waiting.)
+	 */
 	tb.lock.next++;
+	tb.holder = bpf_get_smp_processor_id() + 1;
 	again = buddy_free(&tb, (void __arena *)p);
+	tb.holder = 0;
 	__arena_spin_release(&tb.lock);
 	ARENA_ASSERT_EQ(again, -ETIMEDOUT);
 	ARENA_ASSERT_EQ(tb.stats.deferred_frees, 1);
@@ -479,6 +491,152 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(p);
 	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
 	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+/*
+ * A lock held on the caller's own CPU is a context the caller interrupted: no wait can
+ * help, so an allocation fails at once (no wait timed out) and a free is deferred at
+ * once. Another CPU's holder is waited for, for BUDDY_LOCK_PATIENCE_NS.
+ */
+SEC("syscall")
+int test_buddy_lock_holder_cpu(struct arena_test_ctx *ctx)
+{
+	u32 self = bpf_get_smp_processor_id() + 1, waits;
+	u64 p, q, t0, t1;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	p = (u64)buddy_alloc(&tb, 64);
+	ARENA_ASSERT(p);
+	waits = arena_spin_timeouts(&tb.lock);
+	tb.lock.next++;
+	tb.holder = self;
+	q = (u64)buddy_alloc(&tb, 64);
+	ARENA_ASSERT_EQ(q, 0);
+	ARENA_ASSERT_EQ(arena_spin_timeouts(&tb.lock), waits);
+	ARENA_ASSERT_EQ(tb.stats.lock_timeouts, 1);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+	ARENA_ASSERT_EQ(tb.deferred, p);
+	ARENA_ASSERT_EQ(arena_spin_timeouts(&tb.lock), waits);
+	/* Another CPU holds it and never lets go: every wait times out, then the call fails. */
+	tb.holder = self + 1;
+	t0 = bpf_ktime_get_ns();
+	q = (u64)buddy_alloc(&tb, 64);
+	t1 = bpf_ktime_get_ns();
+	ARENA_ASSERT_EQ(q, 0);
+	ARENA_ASSERT(arena_spin_timeouts(&tb.lock) - waits >= 2);
+	ARENA_ASSERT(t1 - t0 >= BUDDY_LOCK_PATIENCE_NS);
+	ARENA_ASSERT_EQ(tb.stats.lock_timeouts, 3);
+	tb.holder = 0;
+	__arena_spin_release(&tb.lock);
+	/* Let go: the deferred free is done by the next holder, and allocations work. */
+	q = (u64)buddy_alloc(&tb, 64);
+	ARENA_ASSERT(q);
+	ARENA_ASSERT_EQ(tb.deferred, 0);
+	ARENA_ASSERT_EQ(tb.holder, 0);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+/*
+ * A holder on another CPU that keeps the lock past a wait's timeout (a vCPU the host
+ * descheduled): the waiter queues again and its allocation succeeds. Thread 0 holds the
+ * lock with preemption disabled, as the allocator's own holders do, until thread 1's
+ * first wait has timed out and it has queued again; thread 1 allocates.
+ */
+#define LOCK_RETRY_DEADLINE_NS	(10ull * 1000 * 1000 * 1000)
+
+struct buddy __arena_global retry_b;
+u32 __arena_global retry_held;
+u64 __arena_global retry_block;
+
+SEC("syscall")
+int parallel_test_buddy_lock_retry__enabled(struct arena_test_ctx *ctx)
+{
+	if (ctx->nr_cpus >= 2)
+		return 0;
+	arena_stdout("needs 2 CPUs: the holder and the waiter spin at once");
+	return -EOPNOTSUPP;
+}
+
+SEC("syscall")
+int parallel_test_buddy_lock_retry__init(struct arena_test_ctx *ctx)
+{
+	retry_held = 0;
+	retry_block = 0;
+	return fresh(&retry_b);
+}
+
+/* Spin until the waiter queued twice (tickets past ours: 2), for one loop budget. */
+static __noinline bool retry_requeued(u32 ticket)
+{
+	u32 i;
+
+	arena_subprog_init();
+	for (i = zero; i < (1u << 20) && can_loop; i++) {
+		if (READ_ONCE(retry_b.lock.next) - ticket >= 3)
+			return true;
+		arena_cpu_relax();
+	}
+	return false;
+}
+
+SEC("syscall")
+int parallel_test_buddy_lock_retry__0(struct arena_test_ctx *ctx)
+{
+	u64 deadline = bpf_ktime_get_ns() + LOCK_RETRY_DEADLINE_NS;
+	bool requeued = false;
+	u32 ticket;
+
+	bpf_preempt_disable();
+	if (!__arena_spin_take_free(&retry_b.lock)) {
+		bpf_preempt_enable();
+		arena_stderr("the lock was not free");
+		return -EBUSY;
+	}
+	ticket = (u32)retry_b.lock.state;
+	retry_b.holder = bpf_get_smp_processor_id() + 1;
+	WRITE_ONCE(retry_held, 1);
+	while (!requeued && bpf_ktime_get_ns() < deadline && can_loop)
+		requeued = retry_requeued(ticket);
+	retry_b.holder = 0;
+	__arena_spin_release(&retry_b.lock);
+	bpf_preempt_enable();
+	if (!requeued)
+		arena_stderr("the waiter did not queue again in 10 s");
+	return requeued ? 0 : -ETIMEDOUT;
+}
+
+SEC("syscall")
+int parallel_test_buddy_lock_retry__1(struct arena_test_ctx *ctx)
+{
+	u64 deadline = bpf_ktime_get_ns() + LOCK_RETRY_DEADLINE_NS;
+
+	while (!READ_ONCE(retry_held) && bpf_ktime_get_ns() < deadline && can_loop)
+		arena_cpu_relax();
+	if (!READ_ONCE(retry_held)) {
+		arena_stderr("the holder did not take the lock in 10 s");
+		return -ETIMEDOUT;
+	}
+	retry_block = (u64)buddy_alloc(&retry_b, 64);
+	return retry_block ? 0 : -ENOMEM;
+}
+
+SEC("syscall")
+int parallel_test_buddy_lock_retry__fini(struct arena_test_ctx *ctx)
+{
+	struct buddy __arena *b = &retry_b;
+
+	arena_stdout("waits timed out: %u", arena_spin_timeouts(&b->lock));
+	ARENA_ASSERT(retry_block);
+	ARENA_ASSERT(arena_spin_timeouts(&b->lock) >= 1);
+	ARENA_ASSERT_EQ(b->stats.lock_timeouts, 0);
+	ARENA_ASSERT_EQ(b->stats.failed_allocs, 0);
+	ARENA_ASSERT_EQ(buddy_free(b, (void __arena *)retry_block), 0);
+	ARENA_ASSERT_EQ(blocks_in_use(b), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(b), 0);
 	return 0;
 }
 

@@ -30,8 +30,9 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 #define SPINS		(1u << 20)	/* per call: every call has a loop budget of its own */
 #define WAIT_NS		(30ull * 1000000000)	/* vCPUs of a TCG guest can stall for long */
 /*
- * A thief's whole run, however much moves: the guest's kernel does not preempt a program,
- * and its soft-lockup watchdog (watchdog_thresh=30, vm/run) panics a CPU held for 60 s.
+ * Any thread's whole run, its waits included, however much moves: the guest's kernel does
+ * not preempt a program, and its soft-lockup watchdog (watchdog_thresh=30, vm/run) panics
+ * a CPU held for 60 s. Each thread sets its deadline (race_end) when it starts.
  */
 #define RUN_MAX_NS	(50ull * 1000000000)
 
@@ -45,6 +46,7 @@ u64 __arena_global race_lost[RACE_THREADS];	/* -EAGAIN: races lost */
 u64 __arena_global race_empty[RACE_THREADS];	/* -ENOENT while the owner worked */
 u64 __arena_global race_last[RACE_THREADS];	/* each thief's last value */
 u64 __arena_global race_cpu[RACE_THREADS];
+u64 __arena_global race_end[RACE_THREADS];	/* each thread's deadline: RUN_MAX_NS */
 u64 __arena_global race_stolen;			/* values the thieves took */
 u64 __arena_global race_grows;			/* times the array doubled */
 u64 __arena_global race_grows_racing;		/* grows a steal followed within the burst */
@@ -65,16 +67,20 @@ static __noinline int spin_round(u64 __arena *p, u64 want)
 	return 0;
 }
 
-/* Wait for another thread, without a loop budget running out first: up to WAIT_NS. */
-static __noinline int wait_for(u64 __arena *p, u64 want)
+/*
+ * Wait for another thread, without a loop budget running out first: up to WAIT_NS, and
+ * never past the caller's end.
+ */
+static __noinline int wait_for(u64 __arena *p, u64 want, u64 end)
 {
-	u64 start = bpf_ktime_get_ns();
+	u64 start = bpf_ktime_get_ns(), now;
 	u32 r;
 
 	for (r = zero; r < 100000 && can_loop; r++) {
 		if (spin_round(p, want))
 			return 0;
-		if (bpf_ktime_get_ns() - start > WAIT_NS)
+		now = bpf_ktime_get_ns();
+		if (now - start > WAIT_NS || now > end)
 			break;
 	}
 	return -ETIMEDOUT;
@@ -199,7 +205,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 			 * while may find that the thieves already took every value.
 			 */
 			if (big_now && !resized_racing && q->grows != grows) {
-				if (wait_for(&q->top, q->bottom)) {
+				if (wait_for(&q->top, q->bottom, race_end[0])) {
 					arena_stderr(
 						"owner: no thief took the value pushed after the grow in %llu s",
 						WAIT_NS / 1000000000);
@@ -211,7 +217,7 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 		}
 		WRITE_ONCE(race_slow, 0);	/* unconditional: a flag less to keep */
 		if (!waited) {
-			if (wait_for(&race_stolen, 1)) {
+			if (wait_for(&race_stolen, 1, race_end[0])) {
 				arena_stderr("owner: no thief stole anything in %llu s",
 					     WAIT_NS / 1000000000);
 				return -ETIMEDOUT;
@@ -242,10 +248,12 @@ static __noinline __noasan int owner_work(struct spmc __arena *q, u32 mode, u64 
 
 static __noinline int owner_run(u32 mode, u64 seed, u32 nr_cpus)
 {
-	struct spmc __arena *q = spmc_create();
+	struct spmc __arena *q;
 	u64 v = 0;
 	int ret;
 
+	race_end[0] = bpf_ktime_get_ns() + RUN_MAX_NS;
+	q = spmc_create();
 	race_cpu[0] = bpf_get_smp_processor_id();
 	race_q = (u64)q;
 	if (!q)
@@ -255,7 +263,7 @@ static __noinline int owner_run(u32 mode, u64 seed, u32 nr_cpus)
 	if (!q)
 		return -ENOMEM;
 	/* Start when the thieves do, so the first pushes already race. */
-	wait_for(&race_ready, racers(nr_cpus) - 1);
+	wait_for(&race_ready, racers(nr_cpus) - 1, race_end[0]);
 	ret = owner_work(q, mode, seed);
 	/* Every push before done: a thief that acquires done sees them all. */
 	smp_store_release(&race_done, 1);
@@ -265,7 +273,7 @@ static __noinline int owner_run(u32 mode, u64 seed, u32 nr_cpus)
 			break;
 		take(v, 0);
 	}
-	if (wait_for(&race_finished, racers(nr_cpus) - 1)) {
+	if (wait_for(&race_finished, racers(nr_cpus) - 1, race_end[0])) {
 		arena_stderr("owner: thieves still running: the deque is not destroyed");
 		return -EBUSY;
 	}
@@ -355,7 +363,7 @@ static __noinline int steal_all(struct spmc __arena *q, u32 t)
 		} else if (now - start > WAIT_NS) {
 			break;
 		}
-		if (now - begin > RUN_MAX_NS)
+		if (now > race_end[t & (RACE_THREADS - 1)])
 			break;
 	}
 	arena_stderr("thief %u: gave up after %llu ms, the last %llu ms with nothing taken", t,
@@ -371,8 +379,9 @@ static __noinline int thief_run(u32 t, u32 nr_cpus)
 	if (t >= racers(nr_cpus))
 		return 0;	/* it would share a CPU: sit this one out */
 	t &= RACE_THREADS - 1;
+	race_end[t] = bpf_ktime_get_ns() + RUN_MAX_NS;
 	race_cpu[t] = bpf_get_smp_processor_id();
-	if (!wait_for(&race_started, 1))
+	if (!wait_for(&race_started, 1, race_end[t]))
 		/* Set before race_started was released; the deque's set-up before its use. */
 		q = (struct spmc __arena *)smp_load_acquire(&race_q);
 	atomic_add(&race_ready, 1);

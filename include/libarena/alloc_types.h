@@ -69,6 +69,13 @@
 #define BUDDY_CHUNK_SHIFT	(BUDDY_MIN_SHIFT + BUDDY_MAX_ORDER)
 #define BUDDY_CHUNK_SIZE	(1u << BUDDY_CHUNK_SHIFT)	/* 512 KiB */
 #define BUDDY_MAX_SIZE		BUDDY_CHUNK_SIZE
+/*
+ * How long a buddy call waits for its lock before it gives up, in waits that each end
+ * after ARENA_SPIN_TIMEOUT_NS or the lock's spin budget (about 35 ms under TCG): a
+ * holder's vCPU that the host descheduled delays a call, a second is past any such stall.
+ */
+#define BUDDY_LOCK_PATIENCE_NS	(1000ull * 1000 * 1000)
+#define BUDDY_LOCK_MAX_WAITS	64
 #define BUDDY_CHUNK_PAGES	(BUDDY_CHUNK_SIZE / 4096)
 #define BUDDY_META_SIZE		(BUDDY_CHUNK_SIZE >> BUDDY_MIN_SHIFT)	/* 32 KiB */
 #define BUDDY_META_PAGES	(BUDDY_META_SIZE / 4096)
@@ -468,7 +475,7 @@ struct buddy_stats {
 	u64 allocs, frees;
 	u64 failed_allocs;			/* NULL returned for a valid size */
 	u64 bad_calls;				/* -EINVAL frees, bad sizes */
-	u64 lock_timeouts;
+	u64 lock_timeouts;			/* calls that gave up on the lock */
 	u64 corruptions;			/* free lists found damaged, and dropped */
 	u64 deferred_frees;			/* frees that met a lock timeout: deferred */
 	u64 map_calls, map_pages;		/* page kfunc maps (chunks, runs), ever */
@@ -492,7 +499,7 @@ struct buddy {
 	u64 deferred;
 	u64 lazy[BUDDY_ORDERS];			/* a block of each order's pair apart | order */
 	u32 lazy_mask;				/* orders whose lazy[] is set */
-	u32 pad2;
+	u32 holder;				/* the lock holder's CPU + 1, 0: none */
 	struct buddy_stats stats;
 };
 
