@@ -99,26 +99,47 @@ static __always_inline u32 size_to_order(u64 size)
  * exists. Only a holder on this very CPU ends the wait at once. stats.lock_timeouts
  * counts the calls that gave up, the lock's own counter every wait that timed out.
  */
-static __always_inline int buddy_lock(struct buddy __arena *b)
+static __always_inline int buddy_lock_retry(struct buddy __arena *b)
 {
-	u64 start = 0;
+	u64 start = bpf_ktime_get_ns();
 	int i;
 
 	for (i = zero; i < BUDDY_LOCK_MAX_WAITS && can_loop; i++) {
-		if (!arena_spin_trylock(&b->lock))
-			goto locked;
 		if (held_by_this_cpu(b))
 			break;
-		if (!start)
-			start = bpf_ktime_get_ns();
-		else if (bpf_ktime_get_ns() - start > BUDDY_LOCK_PATIENCE_NS)
-			break;
 		if (!arena_spin_lock(&b->lock))
-			goto locked;
+			return 0;
+		if (bpf_ktime_get_ns() - start > BUDDY_LOCK_PATIENCE_NS)
+			break;
 	}
 	atomic_add(&b->stats.lock_timeouts, 1);
 	return -ETIMEDOUT;
-locked:
+}
+
+/*
+ * The waits in a frame of their own, entered only when the lock is busy, so that the
+ * entry points' frames do not grow (a static function may return with preemption
+ * disabled: 0 here, with the lock held).
+ */
+static __noinline int buddy_lock_wait(struct buddy __arena *b)
+{
+	arena_subprog_init();
+	return buddy_lock_retry(b);
+}
+
+static __always_inline int buddy_lock(struct buddy __arena *b)
+{
+	if (arena_spin_trylock(&b->lock) && buddy_lock_wait(b))
+		return -ETIMEDOUT;
+	b->holder = bpf_get_smp_processor_id() + 1;
+	return 0;
+}
+
+/* The same, waiting in the caller's frame: for functions already a frame below an entry. */
+static __always_inline int buddy_lock_nested(struct buddy __arena *b)
+{
+	if (arena_spin_trylock(&b->lock) && buddy_lock_retry(b))
+		return -ETIMEDOUT;
 	b->holder = bpf_get_smp_processor_id() + 1;
 	return 0;
 }
@@ -501,7 +522,7 @@ static __noinline int add_chunk(struct buddy __arena *b)
 			asan_hook_poison((u64)data, BUDDY_CHUNK_SIZE, ASAN_UNALLOCATED);
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
 			buddy_registry.in_use[slot & (BUDDY_NR_SLOTS - 1)] = 0;
-			if (buddy_lock(b))
+			if (buddy_lock_nested(b))
 				goto undo;
 			*(u8 __arena *)meta = BUDDY_META_FREE | BUDDY_MAX_ORDER;
 			list_push(b, BUDDY_MAX_ORDER, (u64)data);

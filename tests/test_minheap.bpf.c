@@ -276,6 +276,7 @@ __noasan int test_minheap_random(struct arena_test_ctx *ctx)
  */
 #define RACE_THREADS	4
 #define RACE_ENTRIES	4096
+#define RETRY_NS	(20ull * 1000 * 1000 * 1000)	/* a lock timeout retried for this long */
 
 u64 __arena_global race_h;
 u8 __arena_global race_seen[RACE_THREADS * RACE_ENTRIES];
@@ -295,7 +296,7 @@ int parallel_test_minheap_race__init(struct arena_test_ctx *ctx)
 static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 {
 	struct minheap __arena *h = (struct minheap __arena *)race_h;
-	u64 seed = ctx->seed | (u64)t << 32 | 1, key = 0, value = 0;
+	u64 seed = ctx->seed | (u64)t << 32 | 1, key = 0, value = 0, end;
 	u32 i, j;
 	s64 ret;
 
@@ -304,9 +305,14 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 	for (i = zero; i < RACE_ENTRIES && can_loop; i += 8) {
 		for (j = 0; j < 8; j++) {
 			arena_test_rand(&seed);
-			/* A lock timeout (a stalled vCPU) is retried: nothing was inserted. */
+			/*
+			 * A lock timeout (a stalled vCPU) is retried: nothing was inserted.
+			 * For up to RETRY_NS: a lock that never frees fails the test, not
+			 * the guest (its watchdog panics a CPU held for 60 s).
+			 */
 			ret = -ETIMEDOUT;
-			while (ret == -ETIMEDOUT && can_loop)
+			end = bpf_ktime_get_ns() + RETRY_NS;
+			while (ret == -ETIMEDOUT && bpf_ktime_get_ns() < end && can_loop)
 				ret = minheap_insert(h, seed % 1000, t * RACE_ENTRIES + i + j);
 			if (ret < 0) {
 				arena_stderr("thread %u: insert: %d", t, ret);
@@ -315,7 +321,8 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 		}
 		for (j = 0; j < 8; j++) {
 			ret = -ETIMEDOUT;
-			while (ret == -ETIMEDOUT && can_loop)
+			end = bpf_ktime_get_ns() + RETRY_NS;
+			while (ret == -ETIMEDOUT && bpf_ktime_get_ns() < end && can_loop)
 				ret = minheap_pop(h, &key, &value);
 			if (ret)
 				continue;	/* empty: the others took more than they put */

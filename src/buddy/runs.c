@@ -24,7 +24,7 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	run->pages = pages;
 	run->owner = (u64)b;
 	run->prev = 0;
-	if (buddy_lock(b)) {
+	if (buddy_lock_nested(b)) {
 		bpf_arena_free_pages(&arena, run, pages);
 		return 0;
 	}
@@ -64,7 +64,7 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 	 * next bpf_arena_alloc_pages(NULL), the program's own too, may get these pages.
 	 */
 	asan_hook_poison((u64)run, (u64)pages * 4096, 0);
-	if (buddy_lock(b))
+	if (buddy_lock_nested(b))
 		return -ETIMEDOUT;
 	if (run->prev)
 		((struct buddy_run __arena *)run->prev)->next = run->next;
