@@ -85,11 +85,14 @@ static __always_inline u32 size_to_order(u64 size)
  * middle of a free), which no wait can help. Host threads stand for CPUs but may be
  * preempted while they hold the lock, so on the host nobody is taken for that.
  */
+static __always_inline bool held_by_this_cpu(struct buddy __arena *b)
+{
 #ifdef __BPF__
-#define held_by_this_cpu(b) (READ_ONCE((b)->holder) == bpf_get_smp_processor_id() + 1)
+	return READ_ONCE(b->holder) == bpf_get_smp_processor_id() + 1;
 #else
-#define held_by_this_cpu(b) false
+	return false;
 #endif
+}
 
 /*
  * The allocator's lock (libarena/spinlock.h): fair, and a waiter that gives up loses
