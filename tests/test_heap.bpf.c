@@ -309,77 +309,49 @@ static __always_inline int pool_free_all(void)
 	u32 i;
 	int err = 0;
 
-	for (i = zero; i < 5 * 64 && i < NR_PTRS && can_loop; i++) {
+	for (i = zero; i < 5 * 64 && i < NR_PTRS && can_loop; i++)
 		if (arena_free((void __arena *)hp[i]))
 			err = __LINE__;
-		/* A round that stopped early leaves no stale pointer behind for the next. */
-		hp[i] = 0;
-	}
 	arena_heap_collect_cpu();
 	return err;
 }
-
-/* How long the test tries for a burst that no background pass ran into. */
-#define POOL_CLEAN_NS	(20ull * 1000 * 1000 * 1000)
 
 SEC("syscall")
 /* Not instrumented: its own stack and the sanitizer's calls exceed 512 bytes. */
 __noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 {
 	struct arena_heap_global __arena *g = glob();
-	u64 returned = g->spans_returned, mapped = 0, reused = 0, pooled = 0, maps = 0;
+	u64 returned = g->spans_returned, mapped, reused, pooled, maps, end_mapped;
 	u32 target = g->reserve[0], high = g->high_water, delay = g->purge_delay;
-	u64 start = bpf_ktime_get_ns(), passes, end_mapped;
-	bool clean = false;
-	int err = 0, tries;
-	u32 busy;
+	int err;
 
 	/* Frees must free: the sanitizer's quarantine would keep the spans in use. */
 	exact_frees();
 	g->reserve[0] = 2;
 	g->high_water = 1;
-	/*
-	 * The non-sleepable burst must be served by the pool alone. It also asks for a
-	 * background pass (its reserve falls below half), which the timer normally starts
-	 * well after the burst ended; one that ran into it (a vCPU stalled for milliseconds)
-	 * moves spans between the pool and the reserves, so the burst is measured again.
-	 */
-	for (tries = zero; tries < 64 && !clean && !err && can_loop; tries++) {
-		/* Start from a reserve at its target: earlier tests leave up to 4x theirs. */
-		g->purge_delay = 0;
-		err = arena_heap_maintain() || arena_heap_maintain() ? __LINE__ : 0;
-		g->purge_delay = 60000;
-		if (!err)
-			err = pool_round(true);
-		mapped = g->spans_mapped;
-		if (!err)
-			err = pool_free_all();
-		/* Not due: a pass keeps them all. */
-		if (!err && arena_heap_maintain())
-			err = __LINE__;
-		/* Still in the pool (a background pass may have given back older, trimmed ones). */
-		pooled = (g->release >> 32) & HEAP_REMOTE_COUNT;
-		/* The same burst again, non-sleepable: from the pool. */
-		reused = g->pool_reused;
-		maps = g->map_calls;
-		/* No pass under way at the start or the end, and none ended in between. */
-		busy = READ_ONCE(g->maintaining);
-		passes = g->maintain_passes;
-		if (!err)
-			err = pool_round(false);
-		reused = g->pool_reused - reused;
-		maps = g->map_calls - maps;
-		clean = !busy && !READ_ONCE(g->maintaining) && g->maintain_passes == passes;
-		if (!clean && bpf_ktime_get_ns() - start < POOL_CLEAN_NS) {
-			/* Its failures were the background pass's doing: measure again. */
-			arena_stdout("a background pass ran into the burst: measuring again");
-			err = 0;
-		}
-		if (pool_free_all() && !err)
-			err = __LINE__;
-		if (!clean && bpf_ktime_get_ns() - start >= POOL_CLEAN_NS)
-			break;
-	}
+	/* Start from a reserve at its target: earlier tests leave up to 4x theirs. */
+	g->purge_delay = 0;
+	err = arena_heap_maintain() || arena_heap_maintain() ? __LINE__ : 0;
+	g->purge_delay = 60000;
+	if (!err)
+		err = pool_round(true);
+	mapped = g->spans_mapped;
+	if (!err)
+		err = pool_free_all();
+	/* Not due: a pass keeps them all. */
+	if (!err && arena_heap_maintain())
+		err = __LINE__;
+	/* Still in the pool (a background pass may have given back older, trimmed ones). */
+	pooled = (g->release >> 32) & HEAP_REMOTE_COUNT;
+	/* The same burst again, non-sleepable: from the pool. */
+	reused = g->pool_reused;
+	maps = g->map_calls;
+	if (!err)
+		err = pool_round(false);
+	reused = g->pool_reused - reused;
+	maps = g->map_calls - maps;
+	if (!err)
+		err = pool_free_all();
 	/* Due now: two passes (the first may map a reserve, and then gives back nothing). */
 	g->purge_delay = 0;
 	if (!err && (arena_heap_maintain() || arena_heap_maintain()))
@@ -397,10 +369,6 @@ __noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 		     "returned: %llu spans mapped at the peak, %llu pooled, %llu reused from the pool (%llu maps), %llu given back, %llu mapped at the end; error at line %d",
 		     mapped, pooled, reused, maps, returned, end_mapped, err);
 	ARENA_ASSERT_EQ(err, 0);
-	if (!clean)
-		arena_stderr("a background pass ran into every burst for %llu s",
-			     POOL_CLEAN_NS / 1000000000);
-	ARENA_ASSERT(clean);
 	ARENA_ASSERT(pooled >= 16);
 	/* 20 spans' worth: the reserve (2) and a current span, then the pool; no map. */
 	ARENA_ASSERT(reused >= 16);
