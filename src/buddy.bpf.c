@@ -130,21 +130,27 @@ static __noinline int buddy_lock_wait(struct buddy __arena *b)
 	return buddy_lock_retry(b);
 }
 
-static __always_inline int buddy_lock(struct buddy __arena *b)
+/*
+ * Take b's lock, recording its holder. in_frame waits in the caller's frame: for
+ * functions already a frame below an entry point, which one more would take too deep.
+ */
+static __always_inline int __buddy_lock(struct buddy __arena *b, bool in_frame)
 {
-	if (arena_spin_trylock(&b->lock) && buddy_lock_wait(b))
+	if (arena_spin_trylock(&b->lock) &&
+	    (in_frame ? buddy_lock_retry(b) : buddy_lock_wait(b)))
 		return -ETIMEDOUT;
 	b->holder = bpf_get_smp_processor_id() + 1;
 	return 0;
 }
 
-/* The same, waiting in the caller's frame: for functions already a frame below an entry. */
+static __always_inline int buddy_lock(struct buddy __arena *b)
+{
+	return __buddy_lock(b, false);
+}
+
 static __always_inline int buddy_lock_nested(struct buddy __arena *b)
 {
-	if (arena_spin_trylock(&b->lock) && buddy_lock_retry(b))
-		return -ETIMEDOUT;
-	b->holder = bpf_get_smp_processor_id() + 1;
-	return 0;
+	return __buddy_lock(b, true);
 }
 
 static __always_inline void buddy_unlock(struct buddy __arena *b)
