@@ -13,7 +13,8 @@
 #      a. its kernel, the patch series applied to the pristine tree, the library built
 #         from it into the cell's build directory (make print-build)
 #      b. the call frames and stack of the library's entry points, and no function that
-#         uses can_loop opening with a call (scripts/frame-budget), and an outside project built the way the README tells users to
+#         uses can_loop opening with a call (scripts/frame-budget), and an outside
+#         project built the way the README tells users to
 #      c. every VM test (tests/vm-suite.sh) in a guest booted on the cell's kernel
 #      d. the deque races (one owner, three thieves) and the sched_ext scheduler again,
 #         in a guest with 4 vCPUs (tests/vm-4cpus.sh)
