@@ -843,8 +843,12 @@ static void start_child(struct child *children, int i, const char *path)
 	memset(&tally, 0, sizeof(tally));
 
 	struct loaded_object lo = { .path = path };
+	double t0 = now_ms();
 
 	load_object(&lo);
+	/* Where a run's time goes: the verifier, under TCG, takes most of it. */
+	printf("runner: %s loaded in %.1f s\n", object_name(path), (now_ms() - t0) / 1000);
+	fflush(stdout);
 	/* Loaded: the parent starts no test while any object of this batch still loads. */
 	if (write(result[1], "L", 1) == 1 && read(go[0], &byte, 1) == 1)
 		run_object(&lo);

@@ -381,13 +381,12 @@ u64 __arena_global race_map;
 
 /*
  * A writer that gave up on a region's lock changed nothing (a vCPU the host stalled for
- * 250 ms holds it): the call is made again, for up to RETRY_NS, well inside the 60 s
- * after which the guest's soft-lockup watchdog would panic on a lock that never frees.
+ * 250 ms holds it): the call is made again, for up to ARENA_TEST_RETRY_NS, so that a
+ * lock that never frees fails the test before the guest's watchdog panics.
  */
-#define RETRY_NS	(20ull * 1000 * 1000 * 1000)
 #define RETRY(call)								\
 	({									\
-		u64 ___end = bpf_ktime_get_ns() + RETRY_NS;			\
+		u64 ___end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;		\
 		int ___r;							\
 		while ((___r = (call)) == -ETIMEDOUT &&				\
 		       bpf_ktime_get_ns() < ___end && can_loop)			\

@@ -324,9 +324,6 @@ struct {
 	u64 mapped, pooled, reused, maps;
 } __arena_global pool_seen;
 
-/* How long the test tries for a burst that no background pass ran into. */
-#define POOL_CLEAN_NS	(20ull * 1000 * 1000 * 1000)
-
 /*
  * One attempt: a sleepable burst that maps, its spans freed to the pool, then the same
  * burst non-sleepable, which the pool alone must serve. -EAGAIN when a background pass
@@ -392,7 +389,7 @@ __noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 	g->high_water = 1;
 	for (tries = zero; tries < 1000 && can_loop; tries++) {
 		err = pool_attempt(g);
-		if (err != -EAGAIN || bpf_ktime_get_ns() - start >= POOL_CLEAN_NS)
+		if (err != -EAGAIN || bpf_ktime_get_ns() - start >= ARENA_TEST_RETRY_NS)
 			break;
 	}
 	/* Due now: two passes (the first may map a reserve, and then gives back nothing). */
@@ -414,7 +411,7 @@ __noasan int test_heap_pages_returned(struct arena_test_ctx *ctx)
 		     returned, end_mapped, tries, err);
 	if (err == -EAGAIN)
 		arena_stderr("a background pass ran into every burst for %llu s",
-			     POOL_CLEAN_NS / 1000000000);
+			     ARENA_TEST_RETRY_NS / 1000000000);
 	ARENA_ASSERT_EQ(err, 0);
 	ARENA_ASSERT(pool_seen.pooled >= 16);
 	/* 20 spans' worth: the reserve (2) and a current span, then the pool; no map. */

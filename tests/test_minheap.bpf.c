@@ -276,7 +276,6 @@ __noasan int test_minheap_random(struct arena_test_ctx *ctx)
  */
 #define RACE_THREADS	4
 #define RACE_ENTRIES	4096
-#define RETRY_NS	(20ull * 1000 * 1000 * 1000)	/* a lock timeout retried for this long */
 
 u64 __arena_global race_h;
 u8 __arena_global race_seen[RACE_THREADS * RACE_ENTRIES];
@@ -307,11 +306,11 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 			arena_test_rand(&seed);
 			/*
 			 * A lock timeout (a stalled vCPU) is retried: nothing was inserted.
-			 * For up to RETRY_NS: a lock that never frees fails the test, not
+			 * For up to ARENA_TEST_RETRY_NS: a lock that never frees fails the test, not
 			 * the guest (its watchdog panics a CPU held for 60 s).
 			 */
 			ret = -ETIMEDOUT;
-			end = bpf_ktime_get_ns() + RETRY_NS;
+			end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
 			while (ret == -ETIMEDOUT && bpf_ktime_get_ns() < end && can_loop)
 				ret = minheap_insert(h, seed % 1000, t * RACE_ENTRIES + i + j);
 			if (ret < 0) {
@@ -321,7 +320,7 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 		}
 		for (j = 0; j < 8; j++) {
 			ret = -ETIMEDOUT;
-			end = bpf_ktime_get_ns() + RETRY_NS;
+			end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
 			while (ret == -ETIMEDOUT && bpf_ktime_get_ns() < end && can_loop)
 				ret = minheap_pop(h, &key, &value);
 			if (ret)

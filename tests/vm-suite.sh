@@ -8,6 +8,9 @@ build=${1:?usage: vm-suite.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 rc=0
 
+# A part's header, with the seconds since the guest's suite began: where the time goes.
+part() { echo "== $1 (${SECONDS}s)"; }
+
 # A part that cannot even start still counts as a failure.
 missing() { echo "vm-suite: $1 is missing"; echo "0 passed, 1 failed"; rc=1; }
 
@@ -26,26 +29,26 @@ ours() { objs "$here/*.bpf.c" "$1" | grep -v '/test_upstream_'; }
 upstream() { objs "$here/test_upstream_*.bpf.c" "$1"; }
 
 echo "== vm: $(uname -r), $(nproc) CPUs"
-echo "== selftests"
+part "selftests"
 mapfile -t tests < <(ours "$build/tests")
 "$build/runner" "${tests[@]}" || rc=1
-echo "== the upstream compatibility suite"
+part "the upstream compatibility suite"
 mapfile -t tests < <(upstream "$build/tests")
 "$build/runner" -u "${tests[@]}" || rc=1
 
 # The same selftests built with the sanitizer, plus its own asan_test_* (clang 22 only).
-echo "== selftests in the sanitizer build"
+part "selftests in the sanitizer build"
 if [ -f "$build/libarena_asan.bpf.o" ]; then
 	mapfile -t asan_tests < <(ours "$build/asan/tests")
 	"$build/runner" -a "${asan_tests[@]}" || rc=1
-	echo "== the upstream compatibility suite in the sanitizer build"
+	part "the upstream compatibility suite in the sanitizer build"
 	mapfile -t asan_tests < <(upstream "$build/asan/tests")
 	"$build/runner" -a -u "${asan_tests[@]}" || rc=1
 else
 	echo "vm-suite: no sanitizer build in $build (the ASAN variant needs clang 22): skipped"
 fi
 
-echo "== objects the verifier must reject"
+part "objects the verifier must reject"
 for src in "$here"/load_fail/*.bpf.c; do
 	o=$build/tests/load_fail/$(basename "$src" .c).o
 	expect=$(sed -n 's/.*expect-load-fail: *//p' "$src" | head -1)
@@ -59,17 +62,18 @@ for src in "$here"/load_fail/*.bpf.c; do
 	"$build/runner" -x "$expect" "$o" || rc=1
 done
 
-echo "== an outside project, built with print-bpf-cflags and linked with libarena.bpf.o"
+part "an outside project, built with print-bpf-cflags and linked with libarena.bpf.o"
 mapfile -t outside < <(objs "$here/outside/*.bpf.c" "$build/outside")
 "$build/runner" "${outside[@]}" || rc=1
 
-echo "== user-space helpers"
+part "user-space helpers"
 asan_log=$build/asan/tests/test_log.bpf.o
 [ -f "$asan_log" ] || asan_log=
 "$build/user_test" "$build"/tests/test_{log,buddy,bitmap,heap,btree}.bpf.o $asan_log || rc=1
 
-echo "== examples"
+part "examples"
 "$here/../examples/run-all.sh" "$build" || rc=1
 
 "$here/scheduler-test.sh" "$build" || rc=1
+part "end of the VM tests"
 exit $rc

@@ -89,6 +89,13 @@ struct arena_test_ctx {
 		}								\
 	} while (0)
 
+/*
+ * How long a test retries what contention or a stalled vCPU made fail (a lock timeout, a
+ * background pass that ran into a measurement): long enough for any stall TCG shows,
+ * well inside the 60 s after which the guest's soft-lockup watchdog panics.
+ */
+#define ARENA_TEST_RETRY_NS	(20ull * 1000 * 1000 * 1000)
+
 /* xorshift64: the next of a test's pseudo-random numbers (*x must not be 0). */
 static __always_inline u64 arena_test_rand(u64 *x)
 {
