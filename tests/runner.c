@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -53,6 +54,7 @@ static struct {
 	unsigned int seed;
 	int nr_cpus;
 	int jobs;		/* objects loading at once (-j) */
+	int nr_objects;		/* objects of this run: a child closes the others' pipes */
 } opt;
 
 /* What one object's tests came to: a child sends it to the parent (run_objects()). */
@@ -790,6 +792,12 @@ static void tally_add(struct tally *sum, const struct tally *t)
 	sum->asan_reports += t->asan_reports;
 }
 
+/* An object's place in the load order. */
+struct load_order {
+	int index;
+	off_t size;
+};
+
 /* One object's child: its pid and the two pipes to it. */
 struct child {
 	pid_t pid;
@@ -836,8 +844,9 @@ static void start_child(struct child *children, int i, const char *path)
 		return;
 	}
 	/* The child: the other children's pipes are not its business. */
-	for (int k = 0; k < i; k++)
-		close_child(&children[k]);
+	for (int k = 0; k < opt.nr_objects; k++)
+		if (k != i)
+			close_child(&children[k]);
 	close(go[1]);
 	close(result[0]);
 	memset(&tally, 0, sizeof(tally));
@@ -849,7 +858,7 @@ static void start_child(struct child *children, int i, const char *path)
 	/* Where a run's time goes: the verifier, under TCG, takes most of it. */
 	printf("runner: %s loaded in %.1f s\n", object_name(path), (now_ms() - t0) / 1000);
 	fflush(stdout);
-	/* Loaded: the parent starts no test while any object of this batch still loads. */
+	/* Loaded: the parent starts no test while any object still loads. */
 	if (write(result[1], "L", 1) == 1 && read(go[0], &byte, 1) == 1)
 		run_object(&lo);
 	fflush(stdout);
@@ -907,21 +916,92 @@ static bool child_answers(struct child *c, struct child *end, const char *obj)
 	return false;
 }
 
+/* Largest object first: the verifier's time grows with the code a file holds. */
+static int by_size(const void *a, const void *b)
+{
+	const struct load_order *x = a, *y = b;
+
+	return x->size < y->size ? 1 : x->size > y->size ? -1 : x->index - y->index;
+}
+
 /*
- * Run the objects in batches of opt.jobs: a batch's objects load at once, each in its
- * process, and once all of them are loaded their tests run one object after the other,
- * with nothing loading. Under TCG the verifier takes most of a run (45 s for the
- * B-tree's tests alone) and loads on several CPUs at once; the tests still have the
- * guest to themselves, as with -j 1.
+ * Wait until one of the loading children says it is loaded (or died loading), for up to
+ * CHILD_WAIT_S; its index, or -1 after showing the stuck ones' stacks and ending them.
+ */
+static int wait_loaded(struct child *children, const bool *loading, int n)
+{
+	struct pollfd pfd[n];
+	int idx[n], m = 0;
+	char byte;
+
+	for (int k = 0; k < n; k++) {
+		if (!loading[k])
+			continue;
+		pfd[m] = (struct pollfd){ .fd = children[k].result, .events = POLLIN };
+		idx[m++] = k;
+	}
+	if (poll(pfd, m, CHILD_WAIT_S * 1000) <= 0) {
+		printf("runner: no object loaded after %d s; kernel stacks of the loading processes:\n",
+		       CHILD_WAIT_S);
+		for (int j = 0; j < m; j++)
+			show_stacks(children[idx[j]].pid);
+		for (int j = 0; j < m; j++)
+			kill(children[idx[j]].pid, SIGKILL);
+		return -1;
+	}
+	for (int j = 0; j < m; j++) {
+		if (!pfd[j].revents)
+			continue;
+		/* One that died loading: its tally's read below says so. */
+		(void)!read(children[idx[j]].result, &byte, 1);
+		return idx[j];
+	}
+	return -1;
+}
+
+/*
+ * Load every object first, opt.jobs at a time, each in its process, the largest first and
+ * the next as soon as one is done; then run their tests one object after the other, in
+ * the order given, with nothing loading. Under TCG the verifier takes most of a run (two
+ * minutes for the heap's tests in the sanitizer build), and the tests have the guest to
+ * themselves, as with -j 1. Loading in fixed batches instead waited for each batch's
+ * slowest object with a CPU idle.
  */
 static void run_objects(char **paths, int n)
 {
 	struct child *children = calloc(n, sizeof(*children));
-	int started = 0;
+	struct load_order *order = calloc(n, sizeof(*order));
+	bool *loading = calloc(n, sizeof(*loading));
+	int next = 0, busy = 0, done;
 
-	if (!children) {
+	if (!children || !order || !loading) {
 		fprintf(stderr, "runner: out of memory\n");
 		exit(2);
+	}
+	opt.nr_objects = n;
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+
+		children[i].go = children[i].result = -1;
+		order[i].index = i;
+		order[i].size = stat(paths[i], &st) ? 0 : st.st_size;
+	}
+	qsort(order, n, sizeof(*order), by_size);
+	while (next < n || busy) {
+		for (; next < n && busy < opt.jobs; next++, busy++) {
+			start_child(children, order[next].index, paths[order[next].index]);
+			loading[order[next].index] = true;
+		}
+		done = wait_loaded(children, loading, n);
+		if (done < 0) {
+			/* All that were loading are ended: their tests report them. */
+			for (int k = 0; k < n; k++)
+				loading[k] = false;
+			busy = 0;
+			continue;
+		}
+		loading[done] = false;
+		busy--;
 	}
 	for (int i = 0; i < n; i++) {
 		const char *obj = object_name(paths[i]);
@@ -929,21 +1009,8 @@ static void run_objects(char **paths, int n)
 		int status = 0;
 		char why[128];
 
-		if (i == started) {
-			/* A batch: its objects load at once, and its tests run once all loaded. */
-			for (; started < n && started < i + opt.jobs; started++)
-				start_child(children, started, paths[started]);
-			for (int k = i; k < started; k++) {
-				char byte;
-
-				/* One that died loading: its tally's read below says so. */
-				if (child_answers(&children[k], &children[started],
-						  object_name(paths[k])))
-					(void)!read(children[k].result, &byte, 1);
-			}
-		}
 		if (write(children[i].go, "g", 1) != 1 ||
-		    !child_answers(&children[i], &children[started], obj) ||
+		    !child_answers(&children[i], &children[i + 1], obj) ||
 		    read(children[i].result, &t, sizeof(t)) != sizeof(t)) {
 			waitpid(children[i].pid, &status, 0);
 			snprintf(why, sizeof(why), "the process that ran its tests died (%s %d)",
@@ -956,6 +1023,8 @@ static void run_objects(char **paths, int n)
 		close_child(&children[i]);
 		tally_add(&tally, &t);
 	}
+	free(loading);
+	free(order);
 	free(children);
 }
 
