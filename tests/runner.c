@@ -941,8 +941,8 @@ static int wait_loaded(struct child *children, const bool *loading, int n)
 		idx[m++] = k;
 	}
 	if (poll(pfd, m, CHILD_WAIT_S * 1000) <= 0) {
-		printf("runner: no object loaded after %d s; kernel stacks of the loading processes:\n",
-		       CHILD_WAIT_S);
+		printf("runner: no object loaded after %d s; %s:\n", CHILD_WAIT_S,
+		       "kernel stacks of the loading processes");
 		for (int j = 0; j < m; j++)
 			show_stacks(children[idx[j]].pid);
 		for (int j = 0; j < m; j++)

@@ -306,8 +306,8 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 			arena_test_rand(&seed);
 			/*
 			 * A lock timeout (a stalled vCPU) is retried: nothing was inserted.
-			 * For up to ARENA_TEST_RETRY_NS: a lock that never frees fails the test, not
-			 * the guest (its watchdog panics a CPU held for 60 s).
+			 * For up to ARENA_TEST_RETRY_NS: a lock that never frees fails the
+			 * test, not the guest (its watchdog panics a CPU held for 60 s).
 			 */
 			ret = -ETIMEDOUT;
 			end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
