@@ -45,6 +45,8 @@
 
 #define MAX_FILTERS	64
 #define MAX_THREADS	64
+/* The kernel's shorthand: the compiler checks the format against the arguments. */
+#define __printf(a, b)	__attribute__((format(printf, a, b)))
 
 static struct {
 	bool verbose, asan, upstream;
@@ -54,7 +56,6 @@ static struct {
 	unsigned int seed;
 	int nr_cpus;
 	int jobs;		/* objects loading at once (-j) */
-	int nr_objects;		/* objects of this run: a child closes the others' pipes */
 } opt;
 
 /* What one object's tests came to: a child sends it to the parent (run_objects()). */
@@ -819,7 +820,7 @@ static void close_child(struct child *c)
  * parent writes to its go pipe, sends back its tally and exits. A process per object, as
  * every object maps its arena at the same fixed address (ARENA_USER_BASE).
  */
-static void start_child(struct child *children, int i, const char *path)
+static void start_child(struct child *children, int n, int i, const char *path)
 {
 	struct child *c = &children[i];
 	int go[2], result[2];
@@ -844,7 +845,7 @@ static void start_child(struct child *children, int i, const char *path)
 		return;
 	}
 	/* The child: the other children's pipes are not its business. */
-	for (int k = 0; k < opt.nr_objects; k++)
+	for (int k = 0; k < n; k++)
 		if (k != i)
 			close_child(&children[k]);
 	close(go[1]);
@@ -895,24 +896,37 @@ static void show_stacks(pid_t pid)
 }
 
 /*
+ * Children that gave no sign in time: say so (fmt), show where each one waits, then end
+ * them so that the run goes on. The load and the test timeouts both come here.
+ */
+static __printf(3, 4) void end_stuck(const pid_t *pids, int n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	for (int j = 0; j < n; j++)
+		show_stacks(pids[j]);
+	for (int j = 0; j < n; j++)
+		kill(pids[j], SIGKILL);
+}
+
+/*
  * Wait for the child's tally for up to CHILD_WAIT_S. A child that takes longer is stuck:
  * its object loads in two minutes at most, and a test that held a CPU for a minute would
- * have fired the guest's watchdog. Show where every loaded object's process waits, then
- * end the child so that the run goes on.
+ * have fired the guest's watchdog. Show where it waits and end it, so that the run goes on.
  */
 #define CHILD_WAIT_S	1200
 
-static bool child_answers(struct child *c, struct child *end, const char *obj)
+static bool child_answers(struct child *c, const char *obj)
 {
 	struct pollfd pfd = { .fd = c->result, .events = POLLIN };
 
 	if (poll(&pfd, 1, CHILD_WAIT_S * 1000) > 0)
 		return true;
-	printf("runner: %s: no result after %d s; kernel stacks of the objects' processes:\n",
-	       obj, CHILD_WAIT_S);
-	for (struct child *k = c; k < end && k->pid > 0; k++)
-		show_stacks(k->pid);
-	kill(c->pid, SIGKILL);
+	end_stuck(&c->pid, 1, "runner: %s: no result after %d s; %s:\n", obj, CHILD_WAIT_S,
+		  "kernel stacks of the objects' processes");
 	return false;
 }
 
@@ -932,21 +946,19 @@ static int wait_loaded(struct child *children, const bool *loading, int n)
 {
 	struct pollfd pfd[n];
 	int idx[n], m = 0;
+	pid_t pids[n];
 	char byte;
 
 	for (int k = 0; k < n; k++) {
 		if (!loading[k])
 			continue;
 		pfd[m] = (struct pollfd){ .fd = children[k].result, .events = POLLIN };
+		pids[m] = children[k].pid;
 		idx[m++] = k;
 	}
 	if (poll(pfd, m, CHILD_WAIT_S * 1000) <= 0) {
-		printf("runner: no object loaded after %d s; %s:\n", CHILD_WAIT_S,
-		       "kernel stacks of the loading processes");
-		for (int j = 0; j < m; j++)
-			show_stacks(children[idx[j]].pid);
-		for (int j = 0; j < m; j++)
-			kill(children[idx[j]].pid, SIGKILL);
+		end_stuck(pids, m, "runner: no object loaded after %d s; %s:\n", CHILD_WAIT_S,
+			  "kernel stacks of the loading processes");
 		return -1;
 	}
 	for (int j = 0; j < m; j++) {
@@ -978,7 +990,6 @@ static void run_objects(char **paths, int n)
 		fprintf(stderr, "runner: out of memory\n");
 		exit(2);
 	}
-	opt.nr_objects = n;
 	for (int i = 0; i < n; i++) {
 		struct stat st;
 
@@ -989,7 +1000,7 @@ static void run_objects(char **paths, int n)
 	qsort(order, n, sizeof(*order), by_size);
 	while (next < n || busy) {
 		for (; next < n && busy < opt.jobs; next++, busy++) {
-			start_child(children, order[next].index, paths[order[next].index]);
+			start_child(children, n, order[next].index, paths[order[next].index]);
 			loading[order[next].index] = true;
 		}
 		done = wait_loaded(children, loading, n);
@@ -1010,7 +1021,7 @@ static void run_objects(char **paths, int n)
 		char why[128];
 
 		if (write(children[i].go, "g", 1) != 1 ||
-		    !child_answers(&children[i], &children[i + 1], obj) ||
+		    !child_answers(&children[i], obj) ||
 		    read(children[i].result, &t, sizeof(t)) != sizeof(t)) {
 			waitpid(children[i].pid, &status, 0);
 			snprintf(why, sizeof(why), "the process that ran its tests died (%s %d)",
