@@ -12,9 +12,9 @@
 #   2. for each cell:
 #      a. its kernel, the patch series applied to the pristine tree, the library built
 #         from it into the cell's build directory (make print-build)
-#      b. the call frames and stack of the library's entry points, and no function that
-#         uses can_loop opening with a call (scripts/frame-budget), and an outside
-#         project built the way the README tells users to
+#      b. the call frames and stack of the library's entry points, no function that uses
+#         can_loop opening with a call in any object the VM loads (scripts/frame-budget),
+#         and an outside project built the way the README tells users to
 #      c. every VM test (tests/vm-suite.sh) in a guest booted on the cell's kernel
 #      d. the deque races (one owner, three thieves) and the sched_ext scheduler again,
 #         in a guest with 4 vCPUs (tests/vm-4cpus.sh)
@@ -123,6 +123,14 @@ for cell in "$@"; do
 		step "$cell: outside project"
 		KERNEL=$kernel CLANG=$clang "$root/tests/outside/build.sh" "$build/outside" ||
 			fail_step "$log" "$cell: the outside project's build"
+
+		# The rule on can_loop functions' first instruction holds for every object
+		# the VM loads: tests, examples, benchmarks, the outside project.
+		step "$cell: no can_loop function opens with a call, in every object loaded"
+		mapfile -t objs < <(find "$build" -name '*.bpf.o' ! -name 'libarena*' \
+				    ! -path '*/obj/*' | sort)
+		"$root/scripts/frame-budget" --calls-only "${objs[@]}" 2>&1 | tee -a "$log"
+		[ "${PIPESTATUS[0]}" = 0 ] || cell_rc=1
 
 		# Some 20 minutes alone on an idle host; a busy one may need twice that.
 		step "$cell: VM tests on the $kernel kernel"

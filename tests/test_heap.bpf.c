@@ -52,25 +52,30 @@ static __always_inline struct arena_heap_span __arena *span_of(u64 addr)
 }
 
 /*
- * Objects out in every active span: used minus what waits on remote lists. The helpers
- * the parallel tests' __fini programs call are global: as static subprograms there they
- * trip a 6.12 verifier bug ("verifier bug. No program starts at insn", jit_subprogs).
+ * Objects out in every active span: used minus what waits on remote lists. Global, as
+ * the helpers the parallel tests' __fini programs call are; the heap's state is an
+ * argument, as a can_loop function must not open with a call (README).
  */
-__weak s64 outstanding(void)
+__weak s64 count_outstanding(struct arena_heap_global __arena *g __arg_arena)
 {
-	u64 base = arena_heap_global_addr() & ~0xffffffffull;
+	u64 base = (u64)g & ~0xffffffffull;
 	struct arena_heap_span __arena *sp;
 	s64 n = 0;
 	u32 s;
 
 	for (s = zero; s < HEAP_NR_SPANS && can_loop; s++) {
-		if (!(glob()->claimed[s / 64] & (1ull << (s % 64))))
+		if (!(g->claimed[s / 64] & (1ull << (s % 64))))
 			continue;
 		sp = (struct arena_heap_span __arena *)(base + HEAP_DESC_START + (u64)s * 64);
 		if (sp->magic == HEAP_SPAN_MAGIC && sp->state == HEAP_SPAN_ACTIVE)
 			n += (s64)sp->used - (s64)((sp->remote >> 32) & HEAP_REMOTE_COUNT);
 	}
 	return n;
+}
+
+static __always_inline s64 outstanding(void)
+{
+	return count_outstanding(glob());
 }
 
 SEC("syscall")
@@ -1039,11 +1044,7 @@ __weak int park_free(u32 from, u32 to)
 	return n;
 }
 
-/*
- * Global, and leak-checked with arena_heap_outstanding(): with the span walk of
- * outstanding() called after assertions, 6.12's verifier WARNs ("No program starts at
- * insn", jit_subprogs) on this function.
- */
+/* Global, and leak-checked with arena_heap_outstanding(). */
 __weak int heap_parked(void)
 {
 	u32 cpu = bpf_get_smp_processor_id(), k, freed = 0, nr_parked, nr_after;
