@@ -688,7 +688,7 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 {
 	u32 order;
 	u64 addr;
-	int i, err;
+	int err;
 
 	if (!buddy_ready(b)) {
 		arena_stderr("%s: %llx is not an initialised allocator", who, (u64)b);
@@ -709,8 +709,12 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		return addr;
 	}
 	order = size_to_order(size);
-	/* At most: the lists are empty, a chunk comes, someone else takes it, once more. */
-	for (i = zero; i < 3 && can_loop; i++) {
+	/*
+	 * Until a block comes. A round without one maps a chunk first (another CPU took the
+	 * last one's blocks), so the arena's room bounds the rounds, not a count that a
+	 * busy neighbour could exhaust while memory is there.
+	 */
+	while (can_loop) {
 		if (buddy_lock(b)) {
 			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 			return 0;
