@@ -925,8 +925,8 @@ static bool child_answers(struct child *c, const char *obj)
 
 	if (poll(&pfd, 1, CHILD_WAIT_S * 1000) > 0)
 		return true;
-	end_stuck(&c->pid, 1, "runner: %s: no result after %d s; %s:\n", obj, CHILD_WAIT_S,
-		  "kernel stacks of the objects' processes");
+	end_stuck(&c->pid, 1, "runner: %s: no result after %d s; its process's kernel stacks:\n",
+		  obj, CHILD_WAIT_S);
 	return false;
 }
 
@@ -957,8 +957,9 @@ static int wait_loaded(struct child *children, const bool *loading, int n)
 		idx[m++] = k;
 	}
 	if (poll(pfd, m, CHILD_WAIT_S * 1000) <= 0) {
-		end_stuck(pids, m, "runner: no object loaded after %d s; %s:\n", CHILD_WAIT_S,
-			  "kernel stacks of the loading processes");
+		end_stuck(pids, m,
+			  "runner: no object loaded after %d s; the loading processes' stacks:\n",
+			  CHILD_WAIT_S);
 		return -1;
 	}
 	for (int j = 0; j < m; j++) {
