@@ -673,6 +673,17 @@ static void load_object(struct loaded_object *lo)
 								getenv("LIBARENA_LOAD_ONLY")));
 	lo->err = bpf_object__load(lo->obj);
 	lo->msgs = captured_libbpf();
+	/* Another: what the verifier walked of each program (its cost under TCG). */
+	if (!lo->err && getenv("LIBARENA_VERIFIED_INSNS"))
+		bpf_object__for_each_program(prog, lo->obj) {
+			struct bpf_prog_info info = {};
+			__u32 len = sizeof(info);
+
+			if (bpf_program__fd(prog) >= 0 &&
+			    !bpf_prog_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+				printf("runner: %s: %u instructions verified\n",
+				       bpf_program__name(prog), info.verified_insns);
+		}
 }
 
 static void run_object(struct loaded_object *lo)
