@@ -58,9 +58,11 @@ static __always_inline u64 arena_block_lookup(u64 base, u64 addr)
 		rel = (off - (u32)chunk) & ~((BUDDY_MIN_SIZE << o) - 1);
 		m = *(u8 __arena *)(base + BUDDY_META_START + (u64)s * BUDDY_META_SIZE +
 				    (rel >> BUDDY_MIN_SHIFT));
-		if ((m & (BUDDY_META_FREE | BUDDY_META_USED)) && (m & BUDDY_META_ORDER) == o)
+		/* A block in a CPU's cache is free to its program. */
+		if ((m & (BUDDY_META_FREE | BUDDY_META_USED | BUDDY_META_CACHED)) &&
+		    (m & BUDDY_META_ORDER) == o)
 			return ((u64)BUDDY_MIN_SIZE << o << 32) | (u32)(chunk + rel) |
-			       (m & BUDDY_META_FREE ? ARENA_BLOCK_FREE : 0);
+			       (m & (BUDDY_META_FREE | BUDDY_META_CACHED) ? ARENA_BLOCK_FREE : 0);
 	}
 	return 0;
 }

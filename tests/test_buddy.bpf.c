@@ -56,6 +56,25 @@ static __noinline int verify(u64 addr, u64 size, u64 tag)
 	return i == size ? 0 : -E2BIG;
 }
 
+/*
+ * Blocks in b's CPU caches (exact while nobody else allocates or frees). Global: verified
+ * once, not at each call.
+ */
+__weak u64 cached_blocks(struct buddy __arena *b __arg_arena)
+{
+	u32 i, c, o;
+	u64 n = 0;
+
+	/* One loop: nested ones over constants make the verifier walk every pair. */
+	for (i = zero; i < BUDDY_CACHE_CPUS * BUDDY_CACHE_ORDERS && can_loop; i++) {
+		c = i / BUDDY_CACHE_ORDERS;
+		o = i % BUDDY_CACHE_ORDERS;
+		n += b->cache[c & (BUDDY_CACHE_CPUS - 1)].nr[o];
+	}
+	return n;
+}
+
+/* Blocks the program has: the statistics count the cached ones as in use too. */
 static __noinline u64 blocks_in_use(struct buddy __arena *b)
 {
 	u64 n = 0;
@@ -63,7 +82,7 @@ static __noinline u64 blocks_in_use(struct buddy __arena *b)
 
 	for (i = zero; i < BUDDY_ORDERS && can_loop; i++)
 		n += b->stats.blocks_in_use[i & BUDDY_META_ORDER];
-	return n;
+	return n - cached_blocks(b);
 }
 
 SEC("syscall")
@@ -139,13 +158,19 @@ int test_buddy_every_order(struct arena_test_ctx *ctx)
 		ARENA_ASSERT(addr);
 		/* A block is aligned to its size (and always to 8 bytes). */
 		ARENA_ASSERT_EQ(addr & (size - 1), 0);
-		ARENA_ASSERT_EQ(tb.stats.blocks_in_use[o & BUDDY_META_ORDER], 1);
+		ARENA_ASSERT_EQ(blocks_in_use(&tb), 1);
 		ARENA_ASSERT_EQ(fill(addr, size, o), 0);
 		ARENA_ASSERT_EQ(verify(addr, size, o), 0);
 		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)addr), 0);
 		ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
 	}
 	ARENA_ASSERT_EQ(o, BUDDY_ORDERS);
+	/*
+	 * The whole-chunk block found the lists empty and took back what the CPU's cache
+	 * kept of the small orders: one spare chunk, no cached block, no second chunk.
+	 */
+	ARENA_ASSERT_EQ(cached_blocks(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_flush_caches(&tb), 0);
 	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
 	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
 	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
@@ -156,11 +181,14 @@ static const u64 odd_sizes[] = { 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 317, 10
 				 4095, 4097, 10000, 65537, 300000, 524287, 524288 };
 
 /*
- * A pair freed apart (buddy.h): one size allocated and freed on an otherwise empty chunk
- * costs no split and no merge, the chunk still counts as a spare, a double free of the
- * block is still refused, and the pairs are merged before a larger block needs a new
- * chunk and before a spare goes back.
+ * A pair freed apart (buddy.h): one size (8 KiB, above the CPU caches' sizes) allocated
+ * and freed on an otherwise empty chunk costs no split and no merge, the chunk still
+ * counts as a spare, a double free of the block is still refused, and the pairs are
+ * merged before a larger block needs a new chunk and before a spare goes back.
  */
+#define LAZY_ORDER	BUDDY_CACHE_ORDERS
+#define LAZY_SIZE	(BUDDY_MIN_SIZE << LAZY_ORDER)
+
 SEC("syscall")
 int test_buddy_lazy_pairs(struct arena_test_ctx *ctx)
 {
@@ -170,16 +198,16 @@ int test_buddy_lazy_pairs(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(fresh(&tb), 0);
 	maps = tb.stats.map_calls;
 	for (i = zero; i < 100 && can_loop; i++) {
-		p = (u64)buddy_alloc(&tb, 64);
+		p = (u64)buddy_alloc(&tb, LAZY_SIZE);
 		ARENA_ASSERT(p);
 		ARENA_ASSERT_EQ(tb.stats.chunks_spare, 0);
 		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
 		ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
 	}
 	ARENA_ASSERT_EQ(i, 100);
-	/* The first free merges nothing (its buddy is the only 64-byte block): all of them. */
+	/* The first free merges nothing (its buddy is the only 8 KiB block): all of them. */
 	ARENA_ASSERT_EQ(tb.stats.lazy_frees, 100);
-	ARENA_ASSERT(tb.lazy_mask & (1u << 2));
+	ARENA_ASSERT(tb.lazy_mask & (1u << LAZY_ORDER));
 	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), -EINVAL);
 
 	/* The whole chunk: the pairs merge, and no chunk is mapped. */
@@ -192,7 +220,7 @@ int test_buddy_lazy_pairs(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
 
 	/* Two spares, one of them split by a pair apart: trimming merges it and gives one. */
-	p = (u64)buddy_alloc(&tb, 64);
+	p = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	q = (u64)buddy_alloc(&tb, BUDDY_CHUNK_SIZE);
 	ARENA_ASSERT(p && q);
 	ARENA_ASSERT_EQ(tb.stats.chunks_held, 2);
@@ -274,7 +302,13 @@ int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
 	for (i = zero; i < NR_PTRS && can_loop; i++)
 		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
 	ARENA_ASSERT_EQ(i, NR_PTRS);
-	/* Clean: nothing in use; the recent peak is kept as spares until trimmed. */
+	/*
+	 * Clean once the CPU's cache and the batches it gave back (on the deferred list,
+	 * counted in use until the lock's next holder frees them) are back: nothing in use;
+	 * the recent peak is kept as spares until trimmed.
+	 */
+	ARENA_ASSERT(buddy_flush_caches(&tb) > 0);
+	ARENA_ASSERT_EQ(tb.deferred, 0);
 	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
 	ARENA_ASSERT_EQ(tb.stats.chunks_spare, tb.stats.chunks_held);
 	t = tb.stats.chunks_held;
@@ -440,7 +474,8 @@ int test_buddy_bad_input(struct arena_test_ctx *ctx)
 
 /*
  * A free that times out on the lock loses nothing: the block waits on the allocator's
- * deferred list and the lock's next holder frees it. The test holds the lock itself, as
+ * deferred list and the lock's next holder frees it (a size the CPU caches do not take,
+ * which would never wait for the lock). The test holds the lock itself, as
  * a holder whose vCPU the host descheduled would: the free waits BUDDY_LOCK_PATIENCE_NS
  * before it defers.
  */
@@ -452,8 +487,8 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	int ret, again;
 
 	ARENA_ASSERT_EQ(fresh(&tb), 0);
-	p = (u64)buddy_alloc(&tb, 64);
-	q = (u64)buddy_alloc(&tb, 64);
+	p = (u64)buddy_alloc(&tb, LAZY_SIZE);
+	q = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	ARENA_ASSERT(p && q);
 	used = blocks_in_use(&tb);
 	waits = arena_spin_timeouts(&tb.lock);
@@ -487,7 +522,7 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(tb.stats.deferred_frees, 1);
 	ARENA_ASSERT_EQ(tb.deferred, 0);
 	/* And the allocator goes on: p's memory is handed out again. */
-	p = (u64)buddy_alloc(&tb, 64);
+	p = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	ARENA_ASSERT(p);
 	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
 	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
@@ -506,12 +541,12 @@ int test_buddy_lock_holder_cpu(struct arena_test_ctx *ctx)
 	u64 p, q, t0, t1;
 
 	ARENA_ASSERT_EQ(fresh(&tb), 0);
-	p = (u64)buddy_alloc(&tb, 64);
+	p = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	ARENA_ASSERT(p);
 	waits = arena_spin_timeouts(&tb.lock);
 	tb.lock.next++;
 	tb.holder = self;
-	q = (u64)buddy_alloc(&tb, 64);
+	q = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	ARENA_ASSERT_EQ(q, 0);
 	ARENA_ASSERT_EQ(arena_spin_timeouts(&tb.lock), waits);
 	ARENA_ASSERT_EQ(tb.stats.lock_timeouts, 1);
@@ -521,7 +556,7 @@ int test_buddy_lock_holder_cpu(struct arena_test_ctx *ctx)
 	/* Another CPU holds it and never lets go: every wait times out, then the call fails. */
 	tb.holder = self + 1;
 	t0 = bpf_ktime_get_ns();
-	q = (u64)buddy_alloc(&tb, 64);
+	q = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	t1 = bpf_ktime_get_ns();
 	ARENA_ASSERT_EQ(q, 0);
 	ARENA_ASSERT(arena_spin_timeouts(&tb.lock) - waits >= 2);
@@ -530,7 +565,7 @@ int test_buddy_lock_holder_cpu(struct arena_test_ctx *ctx)
 	tb.holder = 0;
 	__arena_spin_release(&tb.lock);
 	/* Let go: the deferred free is done by the next holder, and allocations work. */
-	q = (u64)buddy_alloc(&tb, 64);
+	q = (u64)buddy_alloc(&tb, LAZY_SIZE);
 	ARENA_ASSERT(q);
 	ARENA_ASSERT_EQ(tb.deferred, 0);
 	ARENA_ASSERT_EQ(tb.holder, 0);
@@ -742,7 +777,14 @@ int parallel_test_buddy_stress__fini(struct arena_test_ctx *ctx)
 	arena_stdout("stress: %llu allocs, %llu frees, %llu chunks held, %llu lock timeouts",
 		     b->stats.allocs, b->stats.frees, b->stats.chunks_held,
 		     b->stats.lock_timeouts);
+	arena_stdout("stress: %llu cache refills, %llu spills", b->stats.cache_refills,
+		     b->stats.cache_spills);
+	/* Every block back from the caches and the deferred list: then as many frees. */
+	ARENA_ASSERT(buddy_flush_caches(b) >= 0);
+	ARENA_ASSERT_EQ(cached_blocks(b), 0);
+	ARENA_ASSERT_EQ(b->deferred, 0);
 	ARENA_ASSERT_EQ(blocks_in_use(b), 0);
+	ARENA_ASSERT(b->stats.cache_refills > 0);
 	ARENA_ASSERT_EQ(b->stats.allocs, b->stats.frees);
 	ARENA_ASSERT_EQ(b->stats.failed_allocs, 0);
 	ARENA_ASSERT_EQ(b->stats.lock_timeouts, 0);
@@ -750,6 +792,228 @@ int parallel_test_buddy_stress__fini(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(buddy_trim(b) >= 0);
 	ARENA_ASSERT(b->stats.chunks_held <= 1);
 	ARENA_ASSERT_EQ(buddy_destroy(b), 0);
+	return 0;
+}
+
+/*
+ * A CPU's cache (buddy.h): an empty one takes a batch of BUDDY_CACHE_BATCH blocks in one
+ * lock hold and hands them out in address order without the lock; frees fill it up to
+ * BUDDY_CACHE_CAP() (2 KiB blocks: BUDDY_CACHE_MAX) and give a batch back beyond; a
+ * cached block freed again is a double free; buddy_flush_caches() gives everything back.
+ */
+#define CACHE_ORDER	7
+#define CACHE_SIZE	(BUDDY_MIN_SIZE << CACHE_ORDER)
+_Static_assert(BUDDY_CACHE_CAP(CACHE_ORDER) == BUDDY_CACHE_MAX, "2 KiB: the smallest cap");
+
+SEC("syscall")
+int test_buddy_cpu_cache(struct arena_test_ctx *ctx)
+{
+	struct buddy_cpu_cache __arena *c;
+	u64 p, first;
+	u32 i, tickets;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	c = &tb.cache[bpf_get_smp_processor_id() & (BUDDY_CACHE_CPUS - 1)];
+	first = (u64)buddy_alloc(&tb, CACHE_SIZE);
+	ARENA_ASSERT(first);
+	ptrs[0] = first;
+	ARENA_ASSERT_EQ(tb.stats.cache_refills, 1);
+	ARENA_ASSERT_EQ(tb.stats.allocs, BUDDY_CACHE_BATCH);
+	ARENA_ASSERT_EQ(c->nr[CACHE_ORDER], BUDDY_CACHE_BATCH - 1);
+	/* The rest of the batch, in address order, and no ticket of the lock taken. */
+	tickets = tb.lock.next;
+	for (i = 1; i < BUDDY_CACHE_BATCH && can_loop; i++) {
+		p = (u64)buddy_alloc(&tb, CACHE_SIZE);
+		ARENA_ASSERT_EQ(p, first + CACHE_SIZE * i);
+		ptrs[i & (NR_PTRS - 1)] = p;
+	}
+	ARENA_ASSERT_EQ(tb.lock.next, tickets);
+	ARENA_ASSERT_EQ(c->nr[CACHE_ORDER], 0);
+	/* Three batches more: 64 blocks live, four refills. */
+	for (i = BUDDY_CACHE_BATCH; i < 64 && can_loop; i++) {
+		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc(&tb, CACHE_SIZE);
+		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
+	}
+	ARENA_ASSERT_EQ(tb.stats.cache_refills, 4);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 64);
+	/* Freed: the cache fills to BUDDY_CACHE_MAX, then gives a batch back, twice. */
+	for (i = zero; i < 64 && can_loop; i++)
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
+	ARENA_ASSERT_EQ(c->nr[CACHE_ORDER], BUDDY_CACHE_MAX);
+	ARENA_ASSERT_EQ(tb.stats.cache_spills, 2);
+	/* The two batches wait on the deferred list, the allocator's still, for the lock. */
+	ARENA_ASSERT(tb.deferred);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 2 * BUDDY_CACHE_BATCH);
+	/* A cached block freed again is a double free, and changes nothing. */
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[63]), -EINVAL);
+	ARENA_ASSERT_EQ(tb.stats.bad_calls, 1);
+	ARENA_ASSERT_EQ(c->nr[CACHE_ORDER], BUDDY_CACHE_MAX);
+	/* Given back, with the spilled batches: every block free, the chunk a spare. */
+	ARENA_ASSERT_EQ(buddy_flush_caches(&tb), BUDDY_CACHE_MAX);
+	ARENA_ASSERT_EQ(c->nr[CACHE_ORDER], 0);
+	ARENA_ASSERT_EQ(tb.deferred, 0);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(tb.stats.allocs, tb.stats.frees);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
+	ARENA_ASSERT_EQ(buddy_flush_caches(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_flush_caches(NULL), -EINVAL);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	ARENA_ASSERT_EQ(buddy_flush_caches(&tb), -EINVAL);
+	return 0;
+}
+
+/*
+ * A cache that someone else has (a program that interrupted its user, a flush from
+ * another CPU) is never waited for: an allocation takes the lock, and the rest of its
+ * batch waits on the deferred list; a free takes the lock. Nothing is lost.
+ */
+SEC("syscall")
+int test_buddy_cpu_cache_busy(struct arena_test_ctx *ctx)
+{
+	struct buddy_cpu_cache __arena *c;
+	u64 p, q;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	c = &tb.cache[bpf_get_smp_processor_id() & (BUDDY_CACHE_CPUS - 1)];
+	c->busy = 1;
+	p = (u64)buddy_alloc(&tb, 256);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(c->nr[4], 0);
+	ARENA_ASSERT(tb.deferred);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), BUDDY_CACHE_BATCH);
+	/* The next holder of the lock frees the batch's rest: then only p and q are used. */
+	q = (u64)buddy_alloc(&tb, LAZY_SIZE);
+	ARENA_ASSERT(q);
+	ARENA_ASSERT_EQ(tb.deferred, 0);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 2);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+	ARENA_ASSERT_EQ(c->nr[4], 0);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), -EINVAL);
+	/* A flush passes a busy cache by. */
+	ARENA_ASSERT_EQ(buddy_flush_caches(&tb), 0);
+	c->busy = 0;
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), 0);
+	ARENA_ASSERT_EQ(tb.stats.allocs, tb.stats.frees);
+	ARENA_ASSERT_EQ(tb.stats.chunks_spare, 1);
+	ARENA_ASSERT_EQ(tb.stats.corruptions, 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+/*
+ * Blocks in a cache are the allocator's: before an allocation fails (or maps a chunk) it
+ * takes them back. One chunk, handed out whole as 4 KiB blocks, freed (32 of them stay in
+ * the cache, the rest wait on the deferred list): a whole-chunk block still comes.
+ */
+SEC("syscall")
+int test_buddy_cpu_cache_before_failing(struct arena_test_ctx *ctx)
+{
+	u32 n = BUDDY_CHUNK_SIZE / 4096, i;
+	u64 p;
+
+	ARENA_ASSERT_EQ(fresh(&tb), 0);
+	tb.max_chunks = 1;
+	for (i = zero; i < n && can_loop; i++) {
+		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc_nosleep(&tb, 4096);
+		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
+	}
+	ARENA_ASSERT(!buddy_alloc_nosleep(&tb, 16));
+	ARENA_ASSERT_EQ(tb.stats.failed_allocs, 1);
+	for (i = zero; i < n && can_loop; i++)
+		ARENA_ASSERT_EQ(buddy_free_nosleep(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]),
+				0);
+	ARENA_ASSERT_EQ(cached_blocks(&tb), BUDDY_CACHE_MAX);
+	p = (u64)buddy_alloc_nosleep(&tb, BUDDY_CHUNK_SIZE);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(cached_blocks(&tb), 0);
+	ARENA_ASSERT_EQ(tb.stats.chunks_held, 1);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+	/* The sleepable allocation too, instead of mapping a chunk it may not have. */
+	for (i = zero; i < 64 && can_loop; i++) {
+		ptrs[i & (NR_PTRS - 1)] = (u64)buddy_alloc(&tb, 4096);
+		ARENA_ASSERT(ptrs[i & (NR_PTRS - 1)]);
+	}
+	for (i = zero; i < 64 && can_loop; i++)
+		ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)ptrs[i & (NR_PTRS - 1)]), 0);
+	ARENA_ASSERT(cached_blocks(&tb));
+	p = (u64)buddy_alloc(&tb, BUDDY_CHUNK_SIZE);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(tb.stats.failed_allocs, 1);
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)p), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&tb), 0);
+	return 0;
+}
+
+/*
+ * Other CPUs' caches too: two threads on two CPUs each leave BUDDY_CACHE_MAX blocks in
+ * their CPU's cache; a whole-chunk allocation of a one-chunk allocator then needs both.
+ */
+struct buddy __arena_global cache_b;
+u32 __arena_global cache_cpu[2];
+
+SEC("syscall")
+int parallel_test_buddy_cpu_caches_flushed__enabled(struct arena_test_ctx *ctx)
+{
+	if (ctx->nr_cpus >= 2)
+		return 0;
+	arena_stdout("needs 2 CPUs: one cache each");
+	return -EOPNOTSUPP;
+}
+
+SEC("syscall")
+int parallel_test_buddy_cpu_caches_flushed__init(struct arena_test_ctx *ctx)
+{
+	int err = fresh(&cache_b);
+
+	cache_b.max_chunks = 1;
+	return err;
+}
+
+static __noinline int fill_cache(u32 t)
+{
+	u64 __arena *mine = &ptrs[(t & 1) * BUDDY_CACHE_MAX];
+	u32 i;
+
+	cache_cpu[t & 1] = bpf_get_smp_processor_id();
+	for (i = zero; i < BUDDY_CACHE_MAX && can_loop; i++) {
+		mine[i & (BUDDY_CACHE_MAX - 1)] = (u64)buddy_alloc(&cache_b, 1024);
+		if (!mine[i & (BUDDY_CACHE_MAX - 1)])
+			return -ENOMEM;
+	}
+	for (i = zero; i < BUDDY_CACHE_MAX && can_loop; i++)
+		if (buddy_free(&cache_b, (void __arena *)mine[i & (BUDDY_CACHE_MAX - 1)]))
+			return -EINVAL;
+	return 0;
+}
+
+SEC("syscall")
+int parallel_test_buddy_cpu_caches_flushed__0(struct arena_test_ctx *ctx)
+{
+	return fill_cache(0);
+}
+
+SEC("syscall")
+int parallel_test_buddy_cpu_caches_flushed__1(struct arena_test_ctx *ctx)
+{
+	return fill_cache(1);
+}
+
+SEC("syscall")
+int parallel_test_buddy_cpu_caches_flushed__fini(struct arena_test_ctx *ctx)
+{
+	u32 a = cache_cpu[0], b = cache_cpu[1];
+	u64 p;
+
+	ARENA_ASSERT(a != b);
+	ARENA_ASSERT_EQ(cache_b.cache[a & (BUDDY_CACHE_CPUS - 1)].nr[6], BUDDY_CACHE_MAX);
+	ARENA_ASSERT_EQ(cache_b.cache[b & (BUDDY_CACHE_CPUS - 1)].nr[6], BUDDY_CACHE_MAX);
+	p = (u64)buddy_alloc_nosleep(&cache_b, BUDDY_CHUNK_SIZE);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(cached_blocks(&cache_b), 0);
+	ARENA_ASSERT_EQ(cache_b.stats.failed_allocs, 0);
+	ARENA_ASSERT_EQ(buddy_free(&cache_b, (void __arena *)p), 0);
+	ARENA_ASSERT_EQ(buddy_destroy(&cache_b), 0);
 	return 0;
 }
 

@@ -338,6 +338,7 @@ static int test_buddy_stats(void)
 	struct stats_args a = { 5, 100 };
 	char *buf = NULL;
 	size_t len = 0;
+	unsigned long long requested;
 	struct buddy *b;
 	FILE *f;
 	int ret;
@@ -354,21 +355,35 @@ static int test_buddy_stats(void)
 	CHECK(b && b->magic == BUDDY_MAGIC, "");
 	CHECK(b->stats.chunks_held == 1 && b->stats.allocs == 0, "");
 
-	/* 100 bytes take 128-byte blocks (order 3); the counts are visible right away. */
+	/*
+	 * 100 bytes take 128-byte blocks (order 3), a batch of them for the CPU's cache;
+	 * the counts are visible right away, the cached ones told apart.
+	 */
 	CHECK(libarena_prog_run(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "alloc: %d", ret);
-	CHECK(b->stats.blocks_in_use[3] == 5, "%llu",
+	CHECK(b->stats.blocks_in_use[3] == BUDDY_CACHE_BATCH, "%llu",
 	      (unsigned long long)b->stats.blocks_in_use[3]);
-	CHECK(b->stats.bytes_requested == 500, "");
+	/* What the CPUs' caches served, each counts: the first allocation took the lock. */
+	requested = b->stats.bytes_requested;
+	for (int c = 0; c < BUDDY_CACHE_CPUS; c++)
+		requested += b->cache[c].bytes_requested;
+	CHECK(requested == 500 && b->stats.cache_refills == 1, "%llu bytes, %llu refills",
+	      (unsigned long long)requested, (unsigned long long)b->stats.cache_refills);
 	f = open_memstream(&buf, &len);
 	CHECK(libarena_buddy_stats_print(b, f) == 0, "");
 	fclose(f);
 	printf("%s", buf);
-	CHECK(strstr(buf, "buddy ready: 5 blocks (640 bytes) in use"), "");
-	CHECK(strstr(buf, "order  3 (   128 B): 5 blocks, 640 bytes"), "");
+	CHECK(strstr(buf, "buddy ready: 5 blocks (640 bytes) in use, 11 in the CPUs' caches"), "");
+	CHECK(strstr(buf, "order  3 (   128 B): 5 blocks, 640 bytes; 11 cached"), "");
 	free(buf);
 
 	a.count = 0;
 	CHECK(libarena_prog_run(alloc, &a, sizeof(a), &ret) == 0 && ret == 0, "");
+	f = open_memstream(&buf, &len);
+	CHECK(libarena_buddy_stats_print(b, f) == 0, "");
+	fclose(f);
+	CHECK(strstr(buf, "buddy ready: 0 blocks (0 bytes) in use, 16 in the CPUs' caches"), "%s",
+	      buf);
+	free(buf);
 
 	/* arena_alloc_reserve: pages in the arena, mapped and zero; a second call refused. */
 	{
@@ -386,7 +401,8 @@ static int test_buddy_stats(void)
 		CHECK(libarena_prog_run(reserve, &r, sizeof(r), &ret) == 0 && ret == -EALREADY,
 		      "second reserve: %d", ret);
 	}
-	CHECK(b->stats.blocks_in_use[3] == 0 && b->stats.frees == 5, "");
+	/* The frees went to the CPU's cache: the allocator still counts them its own. */
+	CHECK(b->stats.blocks_in_use[3] == BUDDY_CACHE_BATCH && b->stats.frees == 0, "");
 	CHECK(libarena_buddy_stats_print(NULL, stdout) == -EINVAL, "");
 	bpf_object__close(buddy_obj);
 	return 0;

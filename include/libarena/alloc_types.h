@@ -400,11 +400,15 @@ struct arena_heap_global {
 /* ---- the buddy allocator's metadata: one byte per 16-byte block start ---- */
 
 /*
- * The byte of a block's first 16 bytes says FREE (on a free list, or a pair left apart)
- * or USED, and its order; the bytes of the rest of a block are 0.
+ * The byte of a block's first 16 bytes says FREE (on a free list, or a pair left apart),
+ * USED, or CACHED (freed into a CPU's cache, see struct buddy_cpu_cache), and its order;
+ * the bytes of the rest of a block are 0. CARVED marks, for the moment between the lock
+ * and the cache, a used block that is the first of a refill's BUDDY_CACHE_BATCH.
  */
 #define BUDDY_META_FREE		0x80
 #define BUDDY_META_USED		0x40
+#define BUDDY_META_CACHED	0x20
+#define BUDDY_META_CARVED	0x10
 #define BUDDY_META_ORDER	0x0f
 
 /*
@@ -444,7 +448,8 @@ _Static_assert(BUDDY_HEADER_OFF + sizeof(struct buddy_header) <= BUDDY_MIN_SIZE,
 /*
  * The buddy allocator's invariants (src/buddy.bpf.c relies on them):
  *   - block metadata is one byte per 16-byte unit of a chunk: 0 for a unit that does not
- *     start a block, BUDDY_META_FREE | order or BUDDY_META_USED | order for one that does;
+ *     start a block, BUDDY_META_FREE | order, BUDDY_META_USED | order or
+ *     BUDDY_META_CACHED | order for one that does;
  *   - a free block is on exactly one list, free_head[order], linked through its first 16
  *     bytes; a used block is on none;
  *   - two free buddies of one order are merged, except at most one pair per order: a
@@ -453,18 +458,22 @@ _Static_assert(BUDDY_HEADER_OFF + sizeof(struct buddy_header) <= BUDDY_MIN_SIZE,
  *     and a push instead of a split and a merge across every order. Such pairs are
  *     merged before the allocator maps a chunk for want of a larger block, and before a
  *     spare chunk is taken out (coalesce());
- *   - in_use[slot] of the registry counts the blocks in use in a chunk: a chunk is a
- *     spare exactly when it is 0, merged or not;
+ *   - in_use[slot] of the registry counts the blocks in use in a chunk, cached ones
+ *     included: a chunk is a spare exactly when it is 0, merged or not;
  *   - a chunk is owned by one allocator (owner[] in the registry) from the moment its
  *     pages are allocated until they are freed;
  *   - every change of lists, metadata and statistics happens under b->lock, with
- *     preemption disabled; page kfuncs are called only outside it.
+ *     preemption disabled; page kfuncs are called only outside it. The exceptions are
+ *     a CPU's cache, under its busy word, and the metadata byte of a block moving between
+ *     USED and CACHED (or being cut out of a refill's block, which nobody else can
+ *     reach): a free changes USED to anything by compare-and-swap of the byte's word,
+ *     so that two frees of one block cannot both succeed.
  */
 
 /* What user space can read through the mmap (libarena_buddy_stats_print()). */
 struct buddy_stats {
 	u64 blocks_in_use[BUDDY_ORDERS];	/* bytes: blocks << (order + 4) */
-	u64 bytes_requested;			/* total asked for by successful allocs */
+	u64 bytes_requested;			/* through the lock: caches count theirs */
 	u64 chunks_held;			/* chunks mapped now, spares included */
 	u64 chunks_spare;			/* of those, entirely free */
 	u64 chunks_peak;			/* most chunks in use, this period or the last */
@@ -482,7 +491,48 @@ struct buddy_stats {
 	u64 unmap_calls;			/* and unmaps (their pages: pages_returned) */
 	u64 lazy_frees;				/* frees that left a pair of buddies apart */
 	u64 coalesces;				/* passes that merged such pairs */
+	u64 cache_refills;			/* batches taken from the lists for a CPU */
+	u64 cache_spills;			/* batches a CPU's cache gave back */
 };
+
+/*
+ * Per-CPU caches of small blocks (orders below BUDDY_CACHE_ORDERS: 16 B .. 4 KiB), so
+ * that CPUs allocating and freeing those do not meet on the allocator's lock. A CPU's
+ * cache is taken by compare-and-swap of busy for the few instructions of a push or a
+ * pop; whoever finds it busy (a program that interrupted or preempted its user, another
+ * CPU flushing it) takes the lock instead, so nothing waits for it. An empty cache is
+ * refilled with one block of BUDDY_CACHE_BATCH blocks' size, cut up; a full one
+ * (BUDDY_CACHE_CAP(order) blocks: BUDDY_CACHE_BYTES of them, or BUDDY_CACHE_MAX when
+ * that is more) gives BUDDY_CACHE_BATCH of them back through the deferred list, which
+ * the lock's next holder frees. So a CPU holds at most 640 KiB in its cache, and a
+ * program that keeps a few hundred small blocks out at a time cycles them through its
+ * cache without the lock. Cached blocks count as in use in
+ * the statistics and in their chunks (they are the allocator's, not free on a list);
+ * buddy_flush_caches(), buddy_trim() and buddy_shrink() give them back. A CPU numbered
+ * BUDDY_CACHE_CPUS or above has no cache and always takes the lock.
+ */
+#define BUDDY_CACHE_ORDERS	9
+#define BUDDY_CACHE_CPUS	128
+#define BUDDY_CACHE_BATCH_SHIFT	4
+#define BUDDY_CACHE_BATCH	(1u << BUDDY_CACHE_BATCH_SHIFT)
+#define BUDDY_CACHE_MAX		(2 * BUDDY_CACHE_BATCH)
+#define BUDDY_CACHE_BYTES	(64u << 10)
+#define BUDDY_CACHE_FIT(order)	(BUDDY_CACHE_BYTES >> ((order) + BUDDY_MIN_SHIFT))
+#define BUDDY_CACHE_CAP(order)	(BUDDY_CACHE_FIT(order) > BUDDY_CACHE_MAX ? \
+				 BUDDY_CACHE_FIT(order) : BUDDY_CACHE_MAX)
+
+struct buddy_cpu_cache {
+	u32 busy;				/* 1 while someone pushes, pops or flushes */
+	u16 nr[BUDDY_CACHE_ORDERS];		/* blocks in each order's list */
+	u16 pad;
+	u64 head[BUDDY_CACHE_ORDERS];		/* blocks linked through their first word */
+	u64 tail[BUDDY_CACHE_ORDERS];		/* the last of each list: a flush needs no walk */
+	u64 bytes_requested;			/* by the allocations it served */
+	u64 pad2[2];				/* cache lines of its own */
+};
+_Static_assert(sizeof(struct buddy_cpu_cache) == 192, "one CPU's cache, 192 bytes");
+_Static_assert(BUDDY_CACHE_ORDERS - 1 + BUDDY_CACHE_BATCH_SHIFT <= 15,
+	       "a refill's block fits in a chunk");
 
 struct buddy {
 	arena_spinlock_t lock;
@@ -501,6 +551,7 @@ struct buddy {
 	u32 lazy_mask;				/* orders whose lazy[] is set */
 	u32 holder;				/* the lock holder's CPU + 1, 0: none */
 	struct buddy_stats stats;
+	struct buddy_cpu_cache cache[BUDDY_CACHE_CPUS];
 };
 
 /*

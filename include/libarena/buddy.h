@@ -15,6 +15,10 @@
  *                            foreign pointer
  *
  *   buddy_trim(b)            free spare chunks now; returns how many were given back
+ *   buddy_flush_caches(b)    any program: give every CPU's cached blocks back to the
+ *                            lists (those of a cache in use right now stay); returns
+ *                            how many went, -EINVAL, or -ETIMEDOUT (they then wait
+ *                            on the deferred list, for the lock's next holder)
  *
  * arena_malloc() and friends live in heap.h: the fast allocator serves small and medium
  * sizes and the default buddy allocator (the global buddy, below) the larger ones.
@@ -38,6 +42,16 @@
  *     wrappers around functions returning the address as a u64.
  *
  * The invariants of its lists, metadata and counts: include/libarena/alloc_types.h.
+ *
+ * Blocks of 16 B .. 4 KiB come from and go to a per-CPU cache (alloc_types.h, struct
+ * buddy_cpu_cache) without the lock: an empty cache takes a batch of 16 blocks under one
+ * lock hold, a full one (64 KiB of a size, at least 32 blocks) gives 16 back. The
+ * statistics and the chunks count cached blocks as in use; buddy_flush_caches(),
+ * buddy_trim(), buddy_shrink() and an allocation that finds the lists empty (before it
+ * maps a chunk, or fails) give them back.
+ * Frees of cached sizes check what the locked path checks (a double free of a cached
+ * block is one), by compare-and-swap, so that two racing frees of a block cannot both
+ * succeed.
  *
  * Memory goes back to the kernel, with hysteresis: a chunk that becomes entirely free is
  * kept as a spare while there are fewer spares than the recent peak of chunks in use
@@ -78,6 +92,7 @@ int buddy_destroy(struct buddy __arena *b __arg_arena);
 u64 buddy_alloc_addr(struct buddy __arena *b __arg_arena, u64 size);
 int buddy_free(struct buddy __arena *b __arg_arena, void __arena *ptr __arg_arena);
 int buddy_trim(struct buddy __arena *b __arg_arena);
+int buddy_flush_caches(struct buddy __arena *b __arg_arena);
 
 static __always_inline void __arena *buddy_alloc(struct buddy __arena *b, size_t size)
 {

@@ -30,13 +30,25 @@ static int fresh(void)
 	return buddy_init(&b);
 }
 
+/* Blocks in the CPUs' caches: exact while nobody allocates or frees. */
+static u64 cached(struct buddy *a)
+{
+	u64 n = 0;
+
+	for (int c = 0; c < BUDDY_CACHE_CPUS; c++)
+		for (int o = 0; o < BUDDY_CACHE_ORDERS; o++)
+			n += a->cache[c].nr[o];
+	return n;
+}
+
+/* Blocks the program has: the statistics count cached ones as in use too. */
 static u64 in_use(struct buddy *a)
 {
 	u64 n = 0;
 
 	for (int o = 0; o < BUDDY_ORDERS; o++)
 		n += a->stats.blocks_in_use[o];
-	return n;
+	return n - cached(a);
 }
 
 /* The first and last 256 bytes of a block carry its pattern: overlaps show up there. */
@@ -85,10 +97,12 @@ static int check_shape(struct buddy *a, int op)
 			u8 m = meta[u], o = m & BUDDY_META_ORDER;
 			u32 bu = u ^ (1u << o);
 
-			CHECK(m & (BUDDY_META_FREE | BUDDY_META_USED),
-			      "op %d: slot %u unit %u: no block starts there",
-			      op, s, u);
-			used += !!(m & BUDDY_META_USED);
+			CHECK(m == (BUDDY_META_FREE | o) || m == (BUDDY_META_USED | o) ||
+			      m == (BUDDY_META_CACHED | o),
+			      "op %d: slot %u unit %u: no block starts there (%#x)",
+			      op, s, u, m);
+			/* A block in a CPU's cache is in use to its chunk. */
+			used += !!(m & (BUDDY_META_USED | BUDDY_META_CACHED));
 			/* Count each pair once, from its lower block. */
 			if ((m & BUDDY_META_FREE) && o < BUDDY_MAX_ORDER && bu > u &&
 			    meta[bu] == m) {
@@ -163,6 +177,13 @@ static int test_model(void)
 				CHECK(buddy_free(&b, live[0].p + 16) == -EINVAL, "interior free");
 		} else if (r < 92) {
 			CHECK(buddy_trim(&b) >= 0, "");
+			CHECK(cached(&b) == 0, "trim left %llu cached",
+			      (unsigned long long)cached(&b));
+		} else if (r < 93) {
+			u64 had = cached(&b);
+
+			CHECK(buddy_flush_caches(&b) == (int)had, "");
+			CHECK(cached(&b) == 0 && !b.deferred, "");
 		}
 		CHECK(in_use(&b) + b.stats.runs_in_use == (u64)n, "op %d: %llu in use, %d live",
 		      op, (unsigned long long)(in_use(&b) + b.stats.runs_in_use), n);
@@ -193,21 +214,64 @@ static int test_model(void)
 	return 0;
 }
 
-/* A scribbled free list: the allocator notices, drops the list, and keeps working. */
-static int test_corrupted_list(void)
+/*
+ * A scribbled free list: the allocator notices, drops the list, and keeps working. 64
+ * bytes go through a CPU's cache, 8 KiB through the lists.
+ */
+static int corrupted_list(u64 size)
 {
 	u8 *p, *q;
 
 	CHECK(fresh() == 0, "");
-	p = buddy_alloc(&b, 64);
-	q = buddy_alloc(&b, 64);
+	p = buddy_alloc(&b, size);
+	q = buddy_alloc(&b, size);
 	CHECK(p && q, "");
 	CHECK(buddy_free(&b, p) == 0, "");
-	/* p is on the 64-byte list now; point its link into the middle of nowhere. */
+	/* p is on a list now; point its link into the middle of nowhere. */
 	((u64 *)p)[0] = 0x1234567;
-	CHECK(buddy_alloc(&b, 64) != NULL, "");
-	CHECK(buddy_alloc(&b, 64) != NULL, "");
+	CHECK(buddy_alloc(&b, size) != NULL, "");
+	CHECK(buddy_alloc(&b, size) != NULL, "");
 	CHECK(b.stats.corruptions >= 1, "");
+	CHECK(buddy_destroy(&b) == 0, "");
+	return 0;
+}
+
+static int test_corrupted_list(void)
+{
+	return corrupted_list(64) || corrupted_list(8192);
+}
+
+/*
+ * The caches keep the checks: a cached block freed again, a block freed into one cache
+ * while another thread frees it too (only one free may win), a flush that finds a
+ * cache busy leaves it alone.
+ */
+static int test_cache_checks(void)
+{
+	u8 *p, *q;
+
+	CHECK(fresh() == 0, "");
+	host_cpu = 1;
+	p = buddy_alloc(&b, 100);
+	CHECK(p && b.stats.cache_refills == 1 && cached(&b) == BUDDY_CACHE_BATCH - 1, "");
+	CHECK(buddy_free(&b, p) == 0 && cached(&b) == BUDDY_CACHE_BATCH, "");
+	CHECK(buddy_free(&b, p) == -EINVAL && b.stats.bad_calls == 1, "cached block freed twice");
+	/* From another CPU's cache too. */
+	host_cpu = 2;
+	CHECK(buddy_free(&b, p) == -EINVAL && b.stats.bad_calls == 2, "");
+	q = buddy_alloc(&b, 100);
+	CHECK(q && q != p, "another CPU's cached block handed out");
+	CHECK(buddy_free(&b, q) == 0, "");
+	host_cpu = 1;
+	CHECK(buddy_alloc(&b, 100) == p, "the cache is last in, first out");
+	CHECK(buddy_free(&b, p) == 0, "");
+	b.cache[1].busy = 1;
+	CHECK(buddy_flush_caches(&b) == BUDDY_CACHE_BATCH, "only CPU 2's blocks");
+	b.cache[1].busy = 0;
+	CHECK(buddy_flush_caches(&b) == BUDDY_CACHE_BATCH, "");
+	CHECK(cached(&b) == 0 && in_use(&b) == 0 && b.stats.allocs == b.stats.frees, "");
+	host_cpu = -1;
+	CHECK(check_shape(&b, 0) == 0, "");
 	CHECK(buddy_destroy(&b) == 0, "");
 	return 0;
 }
@@ -258,7 +322,12 @@ static int test_threads(void)
 		bad += ret != NULL;
 	}
 	CHECK(bad == 0, "%d threads failed", bad);
-	CHECK(in_use(&b) == 0 && b.stats.allocs == b.stats.frees, "");
+	/* What the caches (and the deferred list) hold goes back: every block is free. */
+	CHECK(buddy_flush_caches(&b) >= 0 && cached(&b) == 0 && !b.deferred, "");
+	CHECK(in_use(&b) == 0, "%llu in use", (unsigned long long)in_use(&b));
+	CHECK(b.stats.allocs == b.stats.frees, "%llu allocs, %llu frees",
+	      (unsigned long long)b.stats.allocs, (unsigned long long)b.stats.frees);
+	CHECK(b.stats.cache_refills && b.stats.cache_spills, "");
 	CHECK(b.stats.lock_timeouts == 0 && b.stats.corruptions == 0, "");
 	CHECK(buddy_destroy(&b) == 0, "");
 	return 0;
@@ -270,6 +339,7 @@ int main(void)
 	host_begin(true);
 	host_run("host", "buddy_model", test_model);
 	host_run("host", "buddy_corrupted_list", test_corrupted_list);
+	host_run("host", "buddy_cache_checks", test_cache_checks);
 	host_run("host", "buddy_threads", test_threads);
 	return host_summary();
 }
