@@ -511,13 +511,25 @@ static __noinline bool defer_chain(struct buddy __arena *b, u64 first, u64 last)
  * block that looks allocated by b (its chunk, its metadata) is taken; the holder checks
  * it again. False when it does not look like one, or the push gave up.
  */
-static __always_inline bool defer_free(struct buddy __arena *b, u64 addr)
+static __noinline bool defer_free(struct buddy __arena *b, u64 addr)
 {
+	u8 m;
+
 	if (!in_window(addr) || (addr & (BUDDY_MIN_SIZE - 1)) ||
-	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)b ||
-	    (meta_get(addr) & (BUDDY_META_USED | BUDDY_META_FREE)) != BUDDY_META_USED ||
-	    !defer_chain(b, addr, addr))
+	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)b)
 		return false;
+	/*
+	 * Marked cached first, which the drain frees: a second free of the block meanwhile
+	 * is a double free then, and cannot link it into a CPU's cache as well.
+	 */
+	m = meta_get(addr);
+	if ((m & ~BUDDY_META_ORDER) != BUDDY_META_USED ||
+	    !meta_swap(addr, m, m ^ (BUDDY_META_USED | BUDDY_META_CACHED)))
+		return false;
+	if (!defer_chain(b, addr, addr)) {
+		meta_swap(addr, m ^ (BUDDY_META_USED | BUDDY_META_CACHED), m);
+		return false;
+	}
 	atomic_add(&b->stats.deferred_frees, 1);
 	return true;
 }
@@ -596,7 +608,13 @@ static __always_inline void cache_drop(struct buddy __arena *b,
 	atomic_add(&b->stats.corruptions, 1);
 }
 
-/* A block of order o (below BUDDY_CACHE_ORDERS) from this CPU's cache, or 0. */
+/* What cache_alloc() says when this CPU's cache had no block: a batch would fill it. */
+#define CACHE_EMPTY	1
+
+/*
+ * A block of order o (below BUDDY_CACHE_ORDERS) from this CPU's cache; CACHE_EMPTY when
+ * it has none, 0 when the CPU has no cache or someone has it.
+ */
 static __always_inline u64 cache_alloc(struct buddy __arena *b, u32 o, u64 size)
 {
 	struct buddy_cpu_cache __arena *c = cache_take(b);
@@ -605,17 +623,19 @@ static __always_inline u64 cache_alloc(struct buddy __arena *b, u32 o, u64 size)
 	if (!c)
 		return 0;
 	addr = c->head[o];
-	if (addr && valid_cached(b, addr, o)) {
+	if (!addr) {
+		addr = CACHE_EMPTY;
+	} else if (valid_cached(b, addr, o)) {
 		c->head[o] = *(u64 __arena *)addr;
 		if (!c->head[o])
 			c->tail[o] = 0;
 		c->nr[o]--;
 		c->bytes_requested += size;
 		meta_set(addr, BUDDY_META_USED | o);
-	} else if (addr) {
+	} else {
 		/* A scribbled link: the list is dropped (its blocks leak), as list_drop() does. */
 		cache_drop(b, c, o);
-		addr = 0;
+		addr = CACHE_EMPTY;
 	}
 	cache_give(c);
 	return addr;
@@ -1032,8 +1052,11 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 	addr = 0;
 	if (order < BUDDY_CACHE_ORDERS) {
 		addr = cache_alloc(b, order, size);
-		/* An empty cache (or a busy one, which then gets nothing): a batch for it. */
-		carve = BUDDY_CACHE_BATCH_SHIFT;
+		/* An empty cache: a batch for it (a busy one, or none: one block). */
+		if (addr == CACHE_EMPTY) {
+			carve = BUDDY_CACHE_BATCH_SHIFT;
+			addr = 0;
+		}
 	}
 	/*
 	 * Until a block comes. A round without one gets the CPUs' cached blocks back once,
