@@ -115,6 +115,13 @@ LOAD_FAIL_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/load_fail/*.bpf.c))
 LOAD_FAIL_OBJS := $(patsubst $(LIBARENA_DIR)/tests/load_fail/%.bpf.c, \
 	$(OUTPUT)/tests/load_fail/%.bpf.o,$(LOAD_FAIL_SRCS))
 USER_TEST := $(OUTPUT)/user_test
+# What each public call costs the verifier: one caller program per call (tests/cost/),
+# plain and sanitizer builds, and the tool that loads them in the VM.
+COST_SRCS := $(wildcard $(LIBARENA_DIR)/tests/cost/*.bpf.c)
+COST_OBJS := $(patsubst $(LIBARENA_DIR)/tests/cost/%.bpf.c,$(OUTPUT)/cost/%.bpf.o,$(COST_SRCS))
+ASAN_COST_OBJS := $(patsubst $(LIBARENA_DIR)/tests/cost/%.bpf.c,$(OUTPUT)/asan/cost/%.bpf.o, \
+	$(COST_SRCS))
+COST_TOOL := $(OUTPUT)/verifier-cost
 BENCH_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/bench/*.bpf.c))
 BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/bench/%.bpf.o,$(BENCH_SRCS))
 
@@ -143,10 +150,12 @@ present = $(if $(wildcard $(1)),$(2))
 all: headers lib $(ASAN_TARGET) tests runner examples bench
 bench: $(BENCH_OBJS) $(BENCH_BINS)
 lib: $(if $(LIB_NAMES),$(LIB_OBJ)) $(if $(USER_SRCS),$(USER_LIB))
-asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS) $(ASAN_EXAMPLE_OBJS)
+asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS) $(ASAN_EXAMPLE_OBJS) \
+	$(ASAN_COST_OBJS)
 asan-skip:
 	@echo "$(ASAN_TOO_OLD): not built" >&2
-tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(call present,$(LIBARENA_DIR)/tests/user_test.c,$(USER_TEST))
+tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(call present,$(LIBARENA_DIR)/tests/user_test.c,$(USER_TEST)) \
+	$(COST_OBJS) $(call present,$(LIBARENA_DIR)/tests/verifier_cost.c,$(COST_TOOL))
 runner: $(call present,$(LIBARENA_DIR)/tests/runner.c,$(RUNNER))
 examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS)
 
@@ -192,7 +201,7 @@ $(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
 # (-MMD): adding a component rebuilds only what includes it.
 BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A)
 DEP_FLAGS := -MMD -MP
--include $(shell find $(addprefix $(OUTPUT)/,obj asan tests bench examples headers) -name '*.d' \
+-include $(shell find $(addprefix $(OUTPUT)/,obj asan tests bench examples headers cost) -name '*.d' \
 	2>/dev/null)
 EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
 
@@ -280,6 +289,23 @@ $(OUTPUT)/bench/%.bpf.o: $(OUTPUT)/bench/obj/%.bpf.o $(LIB_OBJ)
 $(BENCH_BINS): $(OUTPUT)/bench/%: $(LIBARENA_DIR)/bench/%.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+
+$(OUTPUT)/cost/obj/%.bpf.o: $(LIBARENA_DIR)/tests/cost/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
+
+$(OUTPUT)/cost/%.bpf.o: $(OUTPUT)/cost/obj/%.bpf.o $(LIB_OBJ)
+	$(Q)$(LINK_WITH_LIB)
+
+$(OUTPUT)/asan/cost/obj/%.bpf.o: $(LIBARENA_DIR)/tests/cost/%.bpf.c $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) $(ASAN_CFLAGS) $(WARN_CFLAGS) $(DEP_FLAGS) -c $< -o $@
+
+$(OUTPUT)/asan/cost/%.bpf.o: $(OUTPUT)/asan/cost/obj/%.bpf.o $(ASAN_LIB_OBJ)
+	$(Q)$(LINK_WITH_LIB)
+
+$(COST_TOOL): $(LIBARENA_DIR)/tests/verifier_cost.c $(LIBBPF_A)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIBS)
 
 $(USER_TEST): $(LIBARENA_DIR)/tests/user_test.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)

@@ -31,6 +31,7 @@ __weak int bmp_free(struct arena_bitmap __arena *bmp __arg_arena)
 
 __weak int bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	atomic_or(WORD(bmp, bit), BIT_MASK(bit));
@@ -39,6 +40,7 @@ __weak int bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 
 __weak int bmp_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	atomic_and(WORD(bmp, bit), ~BIT_MASK(bit));
@@ -47,6 +49,7 @@ __weak int bmp_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 
 __weak int bmp_test_and_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	return !!(atomic_fetch_or(WORD(bmp, bit), BIT_MASK(bit)) & BIT_MASK(bit));
@@ -54,6 +57,7 @@ __weak int bmp_test_and_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_
 
 __weak int bmp_test_and_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	return !!(atomic_fetch_and(WORD(bmp, bit), ~BIT_MASK(bit)) & BIT_MASK(bit));
@@ -61,6 +65,7 @@ __weak int bmp_test_and_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __ar
 
 __weak int __bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	*WORD(bmp, bit) |= BIT_MASK(bit);
@@ -69,6 +74,7 @@ __weak int __bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 
 __weak int __bmp_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	*WORD(bmp, bit) &= ~BIT_MASK(bit);
@@ -77,6 +83,7 @@ __weak int __bmp_clear_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena
 
 __weak int bmp_test_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)
 {
+	arena_subprog_init();
 	if (!bmp)
 		return -EINVAL;
 	return !!(READ_ONCE(*WORD(bmp, bit)) & BIT_MASK(bit));

@@ -2,11 +2,15 @@
 /*
  * The buddy allocator. include/libarena/buddy.h states the API, alloc_types.h the layout
  * and the invariants.
- * Everything under b->lock runs with preemption disabled and calls static functions
- * only (6.12 forbids global calls there); page kfuncs and log lines come after unlock.
+ * The entry points (the public calls) do their work through steps, each a global
+ * function that calls nothing else of ours (buddy/internal.h): the verifier checks each
+ * once per program, and an entry point takes two frames. A step that touches the lists
+ * takes b->lock itself: everything under it runs with preemption disabled and is inline
+ * (6.12 forbids global calls there); page kfuncs and log lines come after unlock.
  */
 #include <libarena/buddy.h>
 #include "alloc_internal.h"
+#include "buddy/internal.h"
 
 /* Free blocks hold the allocator's links: its own accesses are not checked. */
 ARENA_NOASAN_BEGIN
@@ -27,19 +31,6 @@ struct buddy_registry __arena_global buddy_registry;
  */
 struct buddy __arena_global buddy;
 u32 __arena_global arena_buddy_state;	/* 1 while a caller sets it up or tears it down */
-
-/* How free_locked() frees: a chunk left free stays a spare; a deferred list's block. */
-#define FREE_KEEP_SPARE		1
-#define FREE_DEFERRED		2
-
-/* Failures found under the lock, reported after it. */
-enum {
-	BAD_FOREIGN = 1,
-	BAD_MISALIGNED,
-	BAD_DOUBLE_FREE,
-	BAD_INTERIOR,
-	BAD_METADATA,
-};
 
 static __always_inline u64 buddy_arena(void)
 {
@@ -113,13 +104,6 @@ static __always_inline void meta_set(u64 addr, u8 m)
 	WRITE_ONCE(*meta_of(addr), m);
 }
 
-static __always_inline u32 size_to_order(u64 size)
-{
-	u64 units = (size + BUDDY_MIN_SIZE - 1) >> BUDDY_MIN_SHIFT;
-
-	return arena_fls(units - 1);
-}
-
 /*
  * A holder on this CPU is a context that this one interrupted (a tracing program in the
  * middle of a free), which no wait can help. Host threads stand for CPUs but may be
@@ -135,62 +119,23 @@ static __always_inline bool held_by_this_cpu(struct buddy __arena *b)
 }
 
 /*
- * The allocator's lock (libarena/spinlock.h): fair, and a waiter that gives up loses
- * nothing. A wait that times out (250 ms or the spin budget) is retried until
- * BUDDY_LOCK_PATIENCE_NS have passed: under TCG, or on a busy host, the holder's vCPU
- * may be descheduled for that long, and an allocation must not fail while memory
- * exists. Only a holder on this very CPU ends the wait at once. stats.lock_timeouts
- * counts the calls that gave up, the lock's own counter every wait that timed out.
+ * Take b's lock for a step (libarena/spinlock.h: fair, and a waiter that gives up loses
+ * nothing), recording its holder: 0; -EDEADLK when the holder is a context this CPU
+ * interrupted, which no wait can help; -ETIMEDOUT when one wait ran out (250 ms, or the
+ * spins of the step's loop budget). The entry point then calls the step again for as
+ * long as BUDDY_LOCK_PATIENCE_NS lasts (buddy_wait_more()), each call with a loop
+ * budget of its own.
  */
-static __always_inline int buddy_lock_retry(struct buddy __arena *b)
-{
-	u64 start = bpf_ktime_get_ns();
-	int i;
-
-	for (i = zero; i < BUDDY_LOCK_MAX_WAITS && can_loop; i++) {
-		if (held_by_this_cpu(b))
-			break;
-		if (!arena_spin_lock(&b->lock))
-			return 0;
-		if (bpf_ktime_get_ns() - start > BUDDY_LOCK_PATIENCE_NS)
-			break;
-	}
-	atomic_add(&b->stats.lock_timeouts, 1);
-	return -ETIMEDOUT;
-}
-
-/*
- * The waits in a frame of their own, entered only when the lock is busy, so that the
- * entry points' frames do not grow (a static function may return with preemption
- * disabled: 0 here, with the lock held).
- */
-static __noinline int buddy_lock_wait(struct buddy __arena *b)
-{
-	arena_subprog_init();
-	return buddy_lock_retry(b);
-}
-
-/*
- * Take b's lock, recording its holder. in_frame waits in the caller's frame: for
- * functions already a frame below an entry point, which one more would take too deep.
- */
-static __always_inline int __buddy_lock(struct buddy __arena *b, bool in_frame)
-{
-	if (arena_spin_trylock(&b->lock) &&
-	    (in_frame ? buddy_lock_retry(b) : buddy_lock_wait(b)))
-		return -ETIMEDOUT;
-	b->holder = bpf_get_smp_processor_id() + 1;
-	return 0;
-}
-
 static __always_inline int buddy_lock(struct buddy __arena *b)
 {
-	return __buddy_lock(b, false);
-}
-
-static __always_inline int buddy_lock_nested(struct buddy __arena *b)
-{
-	return __buddy_lock(b, true);
+	if (arena_spin_trylock(&b->lock)) {
+		if (held_by_this_cpu(b))
+			return -EDEADLK;
+		if (arena_spin_lock(&b->lock))
+			return -ETIMEDOUT;
+	}
+	b->holder = bpf_get_smp_processor_id() + 1;
+	return 0;
 }
 
 static __always_inline void buddy_unlock(struct buddy __arena *b)
@@ -231,7 +176,7 @@ static __always_inline void list_drop(struct buddy __arena *b, u32 order)
 	b->stats.corruptions++;
 }
 
-static __noinline int list_unlink(struct buddy __arena *b, u32 order, u64 addr)
+static __always_inline int list_unlink(struct buddy __arena *b, u32 order, u64 addr)
 {
 	struct buddy_header __arena *f = (struct buddy_header __arena *)addr;
 	u64 next = f->next, prev = f->prev;
@@ -267,71 +212,17 @@ static __always_inline u64 list_pop(struct buddy __arena *b, u32 order)
 	return addr;
 }
 
-/*
- * Merge the pairs that frees left apart: afterwards no two free buddies are apart, so
- * every spare chunk is one block of the top order. A stale lazy[] entry is checked like
- * any list entry: what is merged is a real pair of free buddies or nothing. One loop,
- * not one per pair, so that the verifier's states converge: x is the block being merged
- * upwards (off every list), 0 between pairs.
- */
-static __noinline void coalesce(struct buddy __arena *b)
-{
-	u64 x = 0, entry, mate;
-	u32 i = zero, o = 0;
-
-	if (!b->lazy_mask)
-		return;
-	b->lazy_mask = 0;
-	b->stats.coalesces++;
-	/*
-	 * Each entry carries its order in its low bits: an order read from memory is no
-	 * constant, which lets the verifier's states at the loop head converge.
-	 */
-	while (can_loop) {
-		if (!x) {
-			if (i >= BUDDY_ORDERS)
-				break;
-			entry = b->lazy[i & BUDDY_META_ORDER];
-			b->lazy[i & BUDDY_META_ORDER] = 0;
-			i++;
-			o = BUDDY_LAZY_ORDER(entry);
-			x = BUDDY_LAZY_BLOCK(entry);
-			if (!x || o >= BUDDY_MAX_ORDER || !valid_free(b, x, o) ||
-			    meta_get(x ^ ((u64)BUDDY_MIN_SIZE << o)) != (BUDDY_META_FREE | o) ||
-			    list_unlink(b, o, x)) {
-				x = 0;
-				continue;
-			}
-			meta_set(x, 0);
-			continue;
-		}
-		/* Chunks are aligned to their size: a buddy differs in one address bit. */
-		mate = x ^ ((u64)BUDDY_MIN_SIZE << o);
-		if (o < BUDDY_MAX_ORDER && meta_get(mate) == (BUDDY_META_FREE | o) &&
-		    !list_unlink(b, o, mate)) {
-			meta_set(mate, 0);
-			x &= ~((u64)BUDDY_MIN_SIZE << o);
-			o++;
-			continue;
-		}
-		meta_set(x, BUDDY_META_FREE | o);
-		list_push(b, o, x);
-		x = 0;
-	}
-	/* The loop budget ran out mid-merge: the block goes back, merged this far. */
-	if (x) {
-		meta_set(x, BUDDY_META_FREE | o);
-		list_push(b, o, x);
-	}
-}
+/* What alloc_locked() says when the list it took from was damaged (no address). */
+#define BUDDY_TAKE_AGAIN	1
 
 /*
  * Take a block of the order asked for, or with carve (a CPU's cache refill, shift
  * BUDDY_CACHE_BATCH_SHIFT) a run of up to 1 << carve such blocks cut from the first free
  * block large enough for one, all counted in use: its first block's metadata is marked
- * CARVED and its first word says how many for cache_fill(). 0 when there is none.
+ * CARVED and its first word says how many for cache_fill(). 0 when there is none,
+ * BUDDY_TAKE_AGAIN when the list it tried was damaged (and dropped): look again.
  */
-static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u32 carve)
+static __always_inline u64 alloc_locked(struct buddy __arena *b, u32 order, u32 carve)
 {
 	u64 addr = 0, half, in_use;
 	u32 o, slot;
@@ -342,13 +233,15 @@ static __noinline u64 alloc_locked(struct buddy __arena *b, u32 order, u32 carve
 	 */
 	order = (order | zero) & BUDDY_META_ORDER;
 	carve = (carve | zero) & (2 * BUDDY_CACHE_BATCH_SHIFT - 1);
-	for (o = order; o < BUDDY_ORDERS && can_loop; o++) {
-		addr = list_pop(b, o);
-		if (addr)
+	/* The first list with a block: a loop that only reads heads, cheap to verify. */
+	for (o = order; o < BUDDY_ORDERS && can_loop; o++)
+		if (READ_ONCE(b->free_head[o & BUDDY_META_ORDER]))
 			break;
-	}
-	if (!addr)
+	if (o >= BUDDY_ORDERS)
 		return 0;
+	addr = list_pop(b, o);
+	if (!addr)
+		return BUDDY_TAKE_AGAIN;	/* that list was damaged, and dropped */
 	/* A batch as large as the block found allows: best fit comes first. */
 	if (o - order < carve)
 		carve = o - order;
@@ -419,10 +312,42 @@ static __always_inline void merge_push(struct buddy __arena *b, u64 chunk, u64 o
 }
 
 /*
+ * Merge the pair that a free left apart at the lowest order with one (see buddy.h), and
+ * on up: a stale lazy[] entry is checked like any list entry, so what is merged is a
+ * real pair of free buddies or nothing. pass 0 counts a pass. True while more are left.
+ * One order a call: __buddy_coalesce's callers loop, so that no loop nests in another.
+ */
+static __always_inline bool coalesce_one(struct buddy __arena *b, u32 pass)
+{
+	u32 mask = b->lazy_mask, o;
+	u64 entry, x;
+
+	if (!mask)
+		return false;
+	o = (arena_fls(mask & -mask) - 1) & BUDDY_META_ORDER;
+	b->lazy_mask = mask & ~(1u << o);
+	entry = b->lazy[o];
+	b->lazy[o] = 0;
+	if (!pass)
+		b->stats.coalesces++;
+	/* Its order from memory, no constant: one path below whatever the slot was. */
+	o = BUDDY_LAZY_ORDER(entry);
+	x = BUDDY_LAZY_BLOCK(entry);
+	if (x && o < BUDDY_MAX_ORDER && valid_free(b, x, o) &&
+	    meta_get(x ^ ((u64)BUDDY_MIN_SIZE << o)) == (BUDDY_META_FREE | o) &&
+	    !list_unlink(b, o, x)) {
+		meta_set(x, 0);
+		merge_push(b, chunk_addr(slot_of(x) & (BUDDY_NR_SLOTS - 1)),
+			   x & (BUDDY_CHUNK_SIZE - 1), o, false);
+	}
+	return b->lazy_mask;
+}
+
+/*
  * Take a spare chunk (slot) out of b once its blocks are merged: its slot + 1, or 0 when
  * it is not one free block (then it stays, as a spare).
  */
-static __noinline u32 take_chunk(struct buddy __arena *b, u32 slot)
+static __always_inline u32 take_chunk(struct buddy __arena *b, u32 slot)
 {
 	u64 chunk;
 
@@ -443,7 +368,7 @@ static __noinline u32 take_chunk(struct buddy __arena *b, u32 slot)
  * whole chunk ends up free and spares are plentiful, its slot + 1 is left in *release:
  * the caller merges what is apart and takes the chunk out to give it back.
  */
-static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *release,
+static __always_inline int free_locked(struct buddy __arena *b, u64 addr, u32 *release,
 				  u32 flags)
 {
 	u32 slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1), o;
@@ -451,22 +376,22 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *releas
 	u8 m;
 
 	if (buddy_registry.owner[slot] != (u64)b)
-		return BAD_FOREIGN;
+		return BUDDY_BAD_FOREIGN;
 	if (addr & (BUDDY_MIN_SIZE - 1))
-		return BAD_MISALIGNED;
+		return BUDDY_BAD_MISALIGNED;
 	m = meta_get(addr);
 	/* A cached block is free to its program, but the deferred list's to give back. */
-	if ((m & BUDDY_META_FREE) || ((m & BUDDY_META_CACHED) && !(flags & FREE_DEFERRED)))
-		return BAD_DOUBLE_FREE;
+	if ((m & BUDDY_META_FREE) || ((m & BUDDY_META_CACHED) && !(flags & BUDDY_FREE_DEFERRED)))
+		return BUDDY_BAD_DOUBLE_FREE;
 	if (!(m & (BUDDY_META_USED | BUDDY_META_CACHED)))
-		return BAD_INTERIOR;
+		return BUDDY_BAD_INTERIOR;
 	o = m & BUDDY_META_ORDER;
 	off = addr - chunk;
 	if ((m & BUDDY_META_CARVED) || (off & (((u64)BUDDY_MIN_SIZE << o) - 1)))
-		return BAD_METADATA;
+		return BUDDY_BAD_METADATA;
 	/* A free into a CPU's cache may race with this one (a double free): one wins. */
 	if (!meta_swap(addr, m, 0))
-		return BAD_DOUBLE_FREE;
+		return BUDDY_BAD_DOUBLE_FREE;
 	b->stats.blocks_in_use[o]--;
 	b->stats.frees++;
 	merge_push(b, chunk, off, o, true);
@@ -479,7 +404,7 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *releas
 	/* (A count of 0 here is user space's doing: the chunk stays in use, leaked.) */
 	if (buddy_registry.in_use[slot] && !--buddy_registry.in_use[slot]) {
 		/* Enough spares already: this chunk goes back to the kernel. */
-		if (!(flags & FREE_KEEP_SPARE) && b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
+		if (!(flags & BUDDY_FREE_KEEP_SPARE) && b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
 		    b->stats.chunks_spare >= b->stats.chunks_peak)
 			*release = slot + 1;
 		b->stats.chunks_spare++;
@@ -493,7 +418,7 @@ static __noinline int free_locked(struct buddy __arena *b, u64 addr, u32 *releas
  * swap is another CPU's successful push or drain, so the loop ends long before its
  * budget does; false if it ever did not.
  */
-static __noinline bool defer_chain(struct buddy __arena *b, u64 first, u64 last)
+static __always_inline bool defer_chain(struct buddy __arena *b, u64 first, u64 last)
 {
 	u64 old;
 
@@ -511,7 +436,7 @@ static __noinline bool defer_chain(struct buddy __arena *b, u64 first, u64 last)
  * block that looks allocated by b (its chunk, its metadata) is taken; the holder checks
  * it again. False when it does not look like one, or the push gave up.
  */
-static __noinline bool defer_free(struct buddy __arena *b, u64 addr)
+static __always_inline bool defer_free(struct buddy __arena *b, u64 addr)
 {
 	u8 m;
 
@@ -552,7 +477,7 @@ static __always_inline void drain_deferred(struct buddy __arena *b)
 			return;
 		}
 		next = *(u64 __arena *)addr;
-		if (free_locked(b, addr, &release, FREE_KEEP_SPARE | FREE_DEFERRED))
+		if (free_locked(b, addr, &release, BUDDY_FREE_KEEP_SPARE | BUDDY_FREE_DEFERRED))
 			b->stats.bad_calls++;
 		addr = next;
 	}
@@ -608,11 +533,8 @@ static __always_inline void cache_drop(struct buddy __arena *b,
 	atomic_add(&b->stats.corruptions, 1);
 }
 
-/* What cache_alloc() says when this CPU's cache had no block: a batch would fill it. */
-#define CACHE_EMPTY	1
-
 /*
- * A block of order o (below BUDDY_CACHE_ORDERS) from this CPU's cache; CACHE_EMPTY when
+ * A block of order o (below BUDDY_CACHE_ORDERS) from this CPU's cache; BUDDY_CACHE_EMPTY when
  * it has none, 0 when the CPU has no cache or someone has it.
  */
 static __always_inline u64 cache_alloc(struct buddy __arena *b, u32 o, u64 size)
@@ -624,7 +546,7 @@ static __always_inline u64 cache_alloc(struct buddy __arena *b, u32 o, u64 size)
 		return 0;
 	addr = c->head[o];
 	if (!addr) {
-		addr = CACHE_EMPTY;
+		addr = BUDDY_CACHE_EMPTY;
 	} else if (valid_cached(b, addr, o)) {
 		c->head[o] = *(u64 __arena *)addr;
 		if (!c->head[o])
@@ -635,24 +557,17 @@ static __always_inline u64 cache_alloc(struct buddy __arena *b, u32 o, u64 size)
 	} else {
 		/* A scribbled link: the list is dropped (its blocks leak), as list_drop() does. */
 		cache_drop(b, c, o);
-		addr = CACHE_EMPTY;
+		addr = BUDDY_CACHE_EMPTY;
 	}
 	cache_give(c);
 	return addr;
 }
 
-/* What cache_put() did. */
-enum {
-	PUT_NOT_CACHED,		/* not a used block of a cached order, or the cache is busy */
-	PUT_CACHED,
-	PUT_FULL,		/* BUDDY_CACHE_CAP() blocks of its order there already */
-};
-
 /*
  * Free a block of b (in its window, 16-byte aligned, in a chunk b owns) into this CPU's
  * cache. The locked path says what a block that is not cached here is.
  */
-static __noinline int cache_put(struct buddy __arena *b, u64 addr)
+static __always_inline int cache_put(struct buddy __arena *b, u64 addr)
 {
 	struct buddy_cpu_cache __arena *c;
 	u8 m = meta_get(addr);
@@ -660,17 +575,17 @@ static __noinline int cache_put(struct buddy __arena *b, u64 addr)
 
 	if ((m & ~BUDDY_META_ORDER) != BUDDY_META_USED || o >= BUDDY_CACHE_ORDERS ||
 	    (addr & (((u64)BUDDY_MIN_SIZE << o) - 1)))
-		return PUT_NOT_CACHED;
+		return BUDDY_PUT_NOT_CACHED;
 	c = cache_take(b);
 	if (!c)
-		return PUT_NOT_CACHED;
+		return BUDDY_PUT_NOT_CACHED;
 	if (c->nr[o] >= BUDDY_CACHE_CAP(o)) {
 		cache_give(c);
-		return PUT_FULL;
+		return BUDDY_PUT_FULL;
 	}
 	if (!meta_swap(addr, m, BUDDY_META_CACHED | o)) {
 		cache_give(c);
-		return PUT_NOT_CACHED;
+		return BUDDY_PUT_NOT_CACHED;
 	}
 	*(u64 __arena *)addr = c->head[o];
 	if (!c->head[o])
@@ -678,7 +593,7 @@ static __noinline int cache_put(struct buddy __arena *b, u64 addr)
 	c->head[o] = addr;
 	c->nr[o]++;
 	cache_give(c);
-	return PUT_CACHED;
+	return BUDDY_PUT_CACHED;
 }
 
 /*
@@ -688,7 +603,7 @@ static __noinline int cache_put(struct buddy __arena *b, u64 addr)
  * someone has the cache or the push gave up (then they stay). A link that does not lead
  * to a cached block drops the list, as cache_alloc() does.
  */
-static __noinline u32 cache_spill_batch(struct buddy __arena *b, u64 addr)
+static __always_inline u32 cache_spill_batch(struct buddy __arena *b, u64 addr)
 {
 	struct buddy_cpu_cache __arena *c = cache_take(b);
 	u32 o = meta_get(addr) & BUDDY_META_ORDER, n = 0;
@@ -731,7 +646,7 @@ out:
  * others go to this CPU's cache, or through the deferred list when someone has the
  * cache. Nobody else can reach them meanwhile: to everyone else they are one used block.
  */
-static __noinline void cache_fill(struct buddy __arena *b, u64 addr)
+static __always_inline void cache_fill(struct buddy __arena *b, u64 addr)
 {
 	u32 o = meta_get(addr) & BUDDY_META_ORDER, i, n = *(u64 __arena *)addr;
 	struct buddy_cpu_cache __arena *c;
@@ -770,7 +685,7 @@ static __noinline void cache_fill(struct buddy __arena *b, u64 addr)
  * deferred list; a cache someone has right now keeps its blocks. How many went. One
  * loop over every CPU and order: nested ones are too much for 6.12's verifier.
  */
-static __noinline u32 cache_flush(struct buddy __arena *b)
+static __always_inline u32 cache_flush(struct buddy __arena *b)
 {
 	struct buddy_cpu_cache __arena *c;
 	u32 i, o, n = 0;
@@ -797,7 +712,7 @@ static __noinline u32 cache_flush(struct buddy __arena *b)
 }
 
 /* Every cache empty and idle: for a new allocator, or one whose chunks are gone. */
-static __noinline void cache_reset(struct buddy __arena *b)
+static __always_inline void cache_reset(struct buddy __arena *b)
 {
 	struct buddy_cpu_cache __arena *c;
 	u32 i, o;
@@ -812,7 +727,7 @@ static __noinline void cache_reset(struct buddy __arena *b)
 	}
 }
 
-static __noinline void release_slot(u32 slot)
+static __always_inline void release_slot(u32 slot)
 {
 	slot &= BUDDY_NR_SLOTS - 1;
 	buddy_registry.owner[slot] = 0;
@@ -821,7 +736,7 @@ static __noinline void release_slot(u32 slot)
 }
 
 /* Give a chunk's pages back; the slot is free for anyone afterwards. */
-static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
+static __always_inline void release_chunk(struct buddy __arena *b, u32 slot)
 {
 	slot &= BUDDY_NR_SLOTS - 1;
 	bpf_arena_free_pages(&arena, (void __arena *)chunk_addr(slot), BUDDY_CHUNK_PAGES);
@@ -834,7 +749,7 @@ static __noinline void release_chunk(struct buddy __arena *b, u32 slot)
 }
 
 /* Claim a free chunk slot: the lowest clear bit of the registry, by compare-and-swap. */
-static __noinline int claim_slot(void)
+static __always_inline int claim_slot(void)
 {
 	u32 slot;
 
@@ -844,7 +759,7 @@ static __noinline int claim_slot(void)
 }
 
 /* Map a new chunk and its metadata, and hand its one big block to b. Sleepable. */
-static __noinline int add_chunk(struct buddy __arena *b)
+static __always_inline int add_chunk(struct buddy __arena *b)
 {
 	void __arena *data, *meta;
 	int slot, i;
@@ -867,7 +782,7 @@ static __noinline int add_chunk(struct buddy __arena *b)
 			asan_hook_poison((u64)data, BUDDY_CHUNK_SIZE, ASAN_UNALLOCATED);
 			buddy_registry.owner[slot & (BUDDY_NR_SLOTS - 1)] = (u64)b;
 			buddy_registry.in_use[slot & (BUDDY_NR_SLOTS - 1)] = 0;
-			if (buddy_lock_nested(b))
+			if (buddy_lock(b))
 				goto undo;
 			*(u8 __arena *)meta = BUDDY_META_FREE | BUDDY_MAX_ORDER;
 			list_push(b, BUDDY_MAX_ORDER, (u64)data);
@@ -897,12 +812,218 @@ undo:
 
 #include "buddy/runs.c"
 
+/* Take one spare chunk beyond keep out of b: its slot + 1, or 0. */
+static __always_inline u32 take_spare(struct buddy __arena *b, u64 keep)
+{
+	u64 addr;
+
+	if (b->stats.chunks_spare <= keep)
+		return 0;
+	addr = b->free_head[BUDDY_MAX_ORDER];
+	if (!addr)
+		return 0;
+	return take_chunk(b, slot_of(addr));
+}
+
+/* ---- the steps (buddy/internal.h) ---- */
+
+/*
+ * A block (or a cache's batch) from the lists: it, 0 when none fits, -EAGAIN when a
+ * damaged list was dropped (look again), or buddy_lock()'s error.
+ */
+__weak s64 __buddy_take(struct buddy __arena *b __arg_arena, u32 order, u32 carve, u64 size)
+{
+	u64 addr;
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	addr = alloc_locked(b, order, carve);
+	if (addr > BUDDY_TAKE_AGAIN)
+		b->stats.bytes_requested += size;
+	buddy_unlock(b);
+	return addr == BUDDY_TAKE_AGAIN ? -EAGAIN : (s64)addr;
+}
+
+/* The frees that timed out on the lock (and cache spills), done now: 0 or a lock error. */
+__weak int __buddy_drain(struct buddy __arena *b __arg_arena)
+{
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	drain_deferred(b);
+	buddy_unlock(b);
+	return 0;
+}
+
+/*
+ * Merge a pair that frees left apart (pass: 0 for the first call of a pass): 1 while
+ * more are left, 0 when none is, or a lock error. buddy_coalesce() makes the pass.
+ */
+__weak int __buddy_coalesce(struct buddy __arena *b __arg_arena, u32 pass)
+{
+	bool more;
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	more = coalesce_one(b, pass);
+	buddy_unlock(b);
+	return more;
+}
+
+/*
+ * Take spare chunk slot out of b to give back, if it is one free block: slot + 1, 0, or
+ * a lock error.
+ */
+__weak s64 __buddy_take_chunk(struct buddy __arena *b __arg_arena, u32 slot)
+{
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	slot = take_chunk(b, slot);
+	buddy_unlock(b);
+	return slot;
+}
+
+/*
+ * Free a block under the lock: 0, the slot + 1 of a chunk left entirely free that may go
+ * back to the kernel (sleepable callers, after buddy_coalesce() and __buddy_take_chunk),
+ * -(BUDDY_BAD + reason) for a block that cannot be freed, or a lock error.
+ */
+__weak s64 __buddy_put(struct buddy __arena *b __arg_arena, u64 addr, u32 flags)
+{
+	u32 release = 0;
+	int bad;
+
+	arena_subprog_init();
+	bad = buddy_lock(b);
+	if (bad)
+		return bad;
+	bad = free_locked(b, addr, &release, flags);
+	if (bad)
+		b->stats.bad_calls++;
+	buddy_unlock(b);
+	return bad ? -(s64)(BUDDY_BAD + bad) : (s64)release;
+}
+
+/*
+ * Take a spare chunk out of b to give back, beyond floor (at least BUDDY_SPARE_CHUNKS),
+ * or with by_peak beyond what the recent peak needs too: its slot + 1, 0 when none, or
+ * a lock error. Only a chunk merged whole goes: the caller makes a buddy_coalesce()
+ * pass first.
+ */
+__weak s64 __buddy_take_spare(struct buddy __arena *b __arg_arena, u32 by_peak, u32 floor)
+{
+	u64 keep;
+	u32 slot;
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	if (floor < BUDDY_SPARE_CHUNKS)
+		floor = BUDDY_SPARE_CHUNKS;
+	if (by_peak) {
+		keep = b->stats.chunks_peak;
+		if (keep < floor)
+			keep = floor;
+	} else {
+		b->stats.chunks_peak = b->period_peak = 0;
+		keep = floor;
+	}
+	slot = take_spare(b, keep);
+	buddy_unlock(b);
+	return slot;
+}
+
+/* The allocator dies (buddy_destroy): from here on every call on b fails. */
+__weak int __buddy_kill(struct buddy __arena *b __arg_arena)
+{
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	b->magic = 0;
+	buddy_unlock(b);
+	return 0;
+}
+
+/* A free that timed out on the lock: onto the deferred list. True when it went. */
+__weak int __buddy_defer(struct buddy __arena *b __arg_arena, u64 addr)
+{
+	arena_subprog_init();
+	return defer_free(b, addr);
+}
+
+/* The CPUs' caches (alloc_types.h: struct buddy_cpu_cache), without the lock. */
+__weak u64 __buddy_cache_get(struct buddy __arena *b __arg_arena, u32 order, u64 size)
+{
+	arena_subprog_init();
+	if (order >= BUDDY_CACHE_ORDERS)
+		return 0;
+	return cache_alloc(b, order, size);
+}
+
+__weak int __buddy_cache_put(struct buddy __arena *b __arg_arena, u64 addr)
+{
+	arena_subprog_init();
+	return cache_put(b, addr);
+}
+
+__weak int __buddy_cache_spill(struct buddy __arena *b __arg_arena, u64 addr)
+{
+	arena_subprog_init();
+	return cache_spill_batch(b, addr);
+}
+
+/* A block __buddy_take carved into a batch: the rest of it into this CPU's cache. */
+__weak int __buddy_cache_fill(struct buddy __arena *b __arg_arena, u64 addr)
+{
+	arena_subprog_init();
+	if (in_window(addr) && (meta_get(addr) & BUDDY_META_CARVED))
+		cache_fill(b, addr);
+	return 0;
+}
+
+__weak int __buddy_cache_flush(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	return cache_flush(b);
+}
+
+__weak int __buddy_add_chunk(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	return add_chunk(b);
+}
+
+__weak int __buddy_release_chunk(struct buddy __arena *b __arg_arena, u32 slot)
+{
+	arena_subprog_init();
+	release_chunk(b, slot);
+	return 0;
+}
+
 static __always_inline bool buddy_ready(struct buddy __arena *b)
 {
 	return b && b->magic == BUDDY_MAGIC;
 }
 
-static __noinline int init_one(struct buddy __arena *b)
+static __always_inline int init_one(struct buddy __arena *b)
 {
 	u32 old = READ_ONCE(b->magic);
 	int i, err;
@@ -932,7 +1053,7 @@ static __noinline int init_one(struct buddy __arena *b)
 	b->stats.lazy_frees = b->stats.coalesces = 0;
 	b->stats.cache_refills = b->stats.cache_spills = 0;
 	cache_reset(b);
-	err = add_chunk(b);
+	err = __buddy_add_chunk(b);
 	if (err) {
 		/* Unclaimed after this attempt's stores: the next claimer's swap sees them. */
 		smp_store_release(&b->magic, 0);
@@ -962,7 +1083,7 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 	return init_one(b);
 }
 
-static __noinline int destroy_one(struct buddy __arena *b)
+static __always_inline int destroy_one(struct buddy __arena *b)
 {
 	struct buddy_run __arena *run;
 	u64 next, self = (u64)b;
@@ -972,12 +1093,10 @@ static __noinline int destroy_one(struct buddy __arena *b)
 		arena_stderr("buddy_destroy: %llx is not an initialised allocator", self);
 		return -EINVAL;
 	}
-	if (buddy_lock(b)) {
+	if (buddy_patiently(b, __buddy_kill(b))) {
 		arena_stderr("buddy_destroy: lock timeout on %llx", self);
 		return -ETIMEDOUT;
 	}
-	b->magic = 0;		/* from here on, every call on b fails */
-	buddy_unlock(b);
 
 	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
 		if (buddy_registry.owner[i & (BUDDY_NR_SLOTS - 1)] == self) {
@@ -1025,9 +1144,8 @@ __weak int buddy_destroy(struct buddy __arena *b __arg_arena)
 static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool may_sleep,
 					const char *who)
 {
-	u32 order, carve, round;
-	u64 addr;
-	int err;
+	u32 order, carve = 0;
+	s64 addr = 0;
 
 	if (!buddy_ready(b)) {
 		arena_stderr("%s: %llx is not an initialised allocator", who, (u64)b);
@@ -1047,64 +1165,29 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		}
 		return addr;
 	}
-	order = size_to_order(size);
-	carve = 0;
-	addr = 0;
+	order = buddy_order(size);
 	if (order < BUDDY_CACHE_ORDERS) {
-		addr = cache_alloc(b, order, size);
+		addr = __buddy_cache_get(b, order, size);
 		/* An empty cache: a batch for it (a busy one, or none: one block). */
-		if (addr == CACHE_EMPTY) {
+		if (addr == BUDDY_CACHE_EMPTY) {
 			carve = BUDDY_CACHE_BATCH_SHIFT;
 			addr = 0;
 		}
 	}
-	/*
-	 * Until a block comes. A round without one gets the CPUs' cached blocks back once,
-	 * then maps a chunk (another CPU took the last one's blocks), so the arena's room
-	 * bounds the rounds, not a count that a busy neighbour could exhaust while memory
-	 * is there.
-	 */
-	for (round = zero; !addr && can_loop; round++) {
-		if (buddy_lock(b)) {
-			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
-			return 0;
-		}
-		if (READ_ONCE(b->deferred))
-			drain_deferred(b);
-		addr = alloc_locked(b, order, carve);
-		/*
-		 * Pairs left apart may make the block wanted: merge them, look again (here,
-		 * not in alloc_locked: a frame deeper would be one too many for callers).
-		 */
-		if (!addr && b->lazy_mask) {
-			coalesce(b);
-			addr = alloc_locked(b, order, carve);
-		}
-		if (addr)
-			b->stats.bytes_requested += size;
-		buddy_unlock(b);
-		if (addr)
-			break;
-		/*
-		 * In the first round only. A counter, not a flag: its tests stay undecided to
-		 * the verifier, whose states then do not split in two at every step.
-		 */
-		if (!round && cache_flush(b))
-			continue;
-		if (!may_sleep)
-			break;
-		err = add_chunk(b);
-		if (err)
-			break;
+	if (!addr)
+		addr = buddy_take_block(b, order, carve, size, may_sleep);
+	if (addr == -ETIMEDOUT) {
+		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
+		return 0;
 	}
-	if (!addr) {
+	if (addr < 0) {
 		atomic_add(&b->stats.failed_allocs, 1);
 		arena_stderr("%s: out of memory for %llu bytes", who, size);
 		return 0;
 	}
 	/* Read back, not remembered across the loop: README, known limits (6.12's pruning). */
 	if (meta_get(addr) & BUDDY_META_CARVED)
-		cache_fill(b, addr);
+		__buddy_cache_fill(b, addr);
 	asan_hook_alloc(addr, size, (u64)BUDDY_MIN_SIZE << order);
 	return addr;
 }
@@ -1125,8 +1208,8 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 				       bool may_sleep, const char *who)
 {
 	u64 addr = (u64)ptr;
-	u32 release = 0;
 	int bad;
+	s64 ret;
 
 	if (!ptr)
 		return 0;
@@ -1161,57 +1244,49 @@ static __always_inline int free_common(struct buddy __arena *b, void __arena *pt
 	/* Most frees of small blocks end here, without the lock. */
 	if (!(addr & (BUDDY_MIN_SIZE - 1)) &&
 	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] == (u64)b) {
-		bad = cache_put(b, addr);
-		if (bad == PUT_FULL && cache_spill_batch(b, addr))
-			bad = cache_put(b, addr);
-		if (bad == PUT_CACHED)
+		bad = __buddy_cache_put(b, addr);
+		if (bad == BUDDY_PUT_FULL && __buddy_cache_spill(b, addr))
+			bad = __buddy_cache_put(b, addr);
+		if (bad == BUDDY_PUT_CACHED)
 			return 0;
 	}
-	if (buddy_lock(b)) {
-		if (defer_free(b, addr)) {
-			arena_stderr("%s: lock timeout on %llx: the free of %llx is deferred", who,
-				     (u64)b, addr);
-			return 0;
-		}
+	ret = buddy_put_block(b, addr, may_sleep ? 0 : BUDDY_FREE_KEEP_SPARE);
+	if (ret == BUDDY_PUT_DEFERRED) {
+		arena_stderr("%s: lock timeout on %llx: the free of %llx is deferred", who,
+			     (u64)b, addr);
+		return 0;
+	}
+	if (ret == -ETIMEDOUT) {
 		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		return -ETIMEDOUT;
 	}
-	if (READ_ONCE(b->deferred))
-		drain_deferred(b);
-	bad = free_locked(b, addr, &release, may_sleep ? 0 : FREE_KEEP_SPARE);
-	if (bad)
-		b->stats.bad_calls++;
-	if (release) {
-		coalesce(b);
-		release = take_chunk(b, release - 1);
-	}
-	buddy_unlock(b);
-
-	if (bad)
-		asan_hook_bad_free(addr, bad == BAD_DOUBLE_FREE ? ASAN_DOUBLE_FREE :
-				   ASAN_INVALID_FREE);
-	switch (bad) {
-	case 0:
-		break;
-	case BAD_FOREIGN:
+	if (ret < 0)
+		asan_hook_bad_free(addr, ret == -(BUDDY_BAD + BUDDY_BAD_DOUBLE_FREE) ?
+				   ASAN_DOUBLE_FREE : ASAN_INVALID_FREE);
+	switch (-ret - BUDDY_BAD) {
+	case BUDDY_BAD_FOREIGN:
 		arena_stderr("%s: %llx is in a chunk %llx does not own", who, addr, (u64)b);
 		return -EINVAL;
-	case BAD_MISALIGNED:
+	case BUDDY_BAD_MISALIGNED:
 		arena_stderr("%s: %llx is not 16-byte aligned", who, addr);
 		return -EINVAL;
-	case BAD_DOUBLE_FREE:
+	case BUDDY_BAD_DOUBLE_FREE:
 		arena_stderr("%s: double free of %llx", who, addr);
 		return -EINVAL;
-	case BAD_INTERIOR:
+	case BUDDY_BAD_INTERIOR:
 		arena_stderr("%s: %llx points into a block or to unallocated memory", who,
 			     addr);
 		return -EINVAL;
-	default:
+	case BUDDY_BAD_METADATA:
 		arena_stderr("%s: metadata of %llx is corrupted", who, addr);
 		return -EINVAL;
 	}
-	if (may_sleep && release)
-		release_chunk(b, release - 1);
+	/* The chunk merged whole and taken out, if still free: then it goes back. */
+	if (may_sleep && ret > 0) {
+		ret = buddy_patiently(b, buddy_coalesce(b) ?: __buddy_take_chunk(b, ret - 1));
+		if (ret > 0)
+			__buddy_release_chunk(b, ret - 1);
+	}
 	return 0;
 }
 
@@ -1237,29 +1312,13 @@ __weak int buddy_flush_caches(struct buddy __arena *b __arg_arena)
 		arena_stderr("%s: %llx is not an initialised allocator", __func__, (u64)b);
 		return -EINVAL;
 	}
-	n = cache_flush(b);
+	n = __buddy_cache_flush(b);
 	/* On a timeout the blocks wait on the deferred list: nothing is lost. */
-	if (buddy_lock(b)) {
+	if (READ_ONCE(b->deferred) && buddy_patiently(b, __buddy_drain(b))) {
 		arena_stderr("%s: lock timeout on %llx", __func__, (u64)b);
 		return -ETIMEDOUT;
 	}
-	if (READ_ONCE(b->deferred))
-		drain_deferred(b);
-	buddy_unlock(b);
 	return n;
-}
-
-/* Take one spare chunk beyond keep out of b: its slot + 1, or 0. */
-static __noinline u32 take_spare(struct buddy __arena *b, u64 keep)
-{
-	u64 addr;
-
-	if (b->stats.chunks_spare <= keep)
-		return 0;
-	addr = b->free_head[BUDDY_MAX_ORDER];
-	if (!addr)
-		return 0;
-	return take_chunk(b, slot_of(addr));
 }
 
 /*
@@ -1270,43 +1329,28 @@ static __always_inline int trim_common(struct buddy __arena *b, bool by_peak, u3
 				       const char *who)
 {
 	int i, n = 0;
-	u64 keep;
-	u32 slot;
+	s64 slot;
 
 	if (!buddy_ready(b)) {
 		arena_stderr("%s: %llx is not an initialised allocator", who, (u64)b);
 		return -EINVAL;
 	}
 	/* The CPUs' cached blocks first: they may be all that keeps a chunk in use. */
-	if (cache_flush(b) || READ_ONCE(b->deferred)) {
-		if (buddy_lock(b)) {
-			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
-			return -ETIMEDOUT;
-		}
-		drain_deferred(b);
-		buddy_unlock(b);
+	if ((__buddy_cache_flush(b) || READ_ONCE(b->deferred)) &&
+	    buddy_patiently(b, __buddy_drain(b))) {
+		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
+		return -ETIMEDOUT;
 	}
 	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
-		if (buddy_lock(b)) {
+		slot = buddy_patiently(b, buddy_coalesce(b) ?:
+					  __buddy_take_spare(b, by_peak, floor));
+		if (slot == -ETIMEDOUT) {
 			arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 			return -ETIMEDOUT;
 		}
-		if (floor < BUDDY_SPARE_CHUNKS)
-			floor = BUDDY_SPARE_CHUNKS;
-		if (by_peak) {
-			keep = b->stats.chunks_peak;
-			if (keep < floor)
-				keep = floor;
-		} else {
-			b->stats.chunks_peak = b->period_peak = 0;
-			keep = floor;
-		}
-		coalesce(b);
-		slot = take_spare(b, keep);
-		buddy_unlock(b);
-		if (!slot)
+		if (slot <= 0)
 			break;
-		release_chunk(b, slot - 1);
+		__buddy_release_chunk(b, slot - 1);
 		n++;
 	}
 	return n;
@@ -1342,7 +1386,7 @@ __weak int buddy_reserve(struct buddy __arena *b __arg_arena, u32 spares)
 	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
 		if (READ_ONCE(b->stats.chunks_spare) >= spares)
 			return 0;
-		err = add_chunk(b);
+		err = __buddy_add_chunk(b);
 		if (err)
 			return err;
 	}

@@ -12,6 +12,7 @@
 #include <libarena/heap.h>
 #include <libarena/buddy.h>
 #include "alloc_internal.h"
+#include "buddy/internal.h"
 
 /*
  * One compilation unit in parts (as the kernel's kernel/sched/build_policy.c is): the

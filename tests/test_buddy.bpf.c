@@ -88,7 +88,7 @@ static __noinline u64 blocks_in_use(struct buddy __arena *b)
 SEC("syscall")
 int test_buddy_init_destroy_many(struct arena_test_ctx *ctx)
 {
-	u64 returned;
+	u64 returned = 0;
 	void __arena *p;
 	int i;
 
@@ -328,7 +328,7 @@ int test_buddy_scrambled_free(struct arena_test_ctx *ctx)
 SEC("syscall")
 int test_buddy_steady_workload_keeps_chunks(struct arena_test_ctx *ctx)
 {
-	u64 returned;
+	u64 returned = 0;
 	u32 r, k;
 
 	ARENA_ASSERT_EQ(fresh(&tb), 0);

@@ -342,36 +342,30 @@ static __always_inline u64 arena_base_of(u64 addr)
 	return addr & ~0xffffffffull;
 }
 
-/* 1-based index of the most significant set bit; 0 when word is 0. Loop-free. */
+/*
+ * 1-based index of the most significant set bit; 0 when word is 0. Loop-free and
+ * branch-free: each step halves the width with arithmetic, so the verifier walks one
+ * path, not one per outcome of six tests. (x + 2^k - 1) >> k is 1 when 0 < x < 2^k.
+ */
 static __always_inline int arena_fls(u64 word)
 {
-	int n = 64;
+	u64 n = 0, t;
 
-	if (!word)
-		return 0;
-	if (!(word & 0xffffffff00000000ull)) {
-		word <<= 32;
-		n -= 32;
-	}
-	if (!(word & 0xffff000000000000ull)) {
-		word <<= 16;
-		n -= 16;
-	}
-	if (!(word & 0xff00000000000000ull)) {
-		word <<= 8;
-		n -= 8;
-	}
-	if (!(word & 0xf000000000000000ull)) {
-		word <<= 4;
-		n -= 4;
-	}
-	if (!(word & 0xc000000000000000ull)) {
-		word <<= 2;
-		n -= 2;
-	}
-	if (!(word & 0x8000000000000000ull))
-		n -= 1;
-	return n;
+#define __ARENA_FLS_STEP(k)						\
+	do {								\
+		t = (((word >> (k)) + ((1ull << (k)) - 1)) >> (k)) * (k);	\
+		barrier_var(t);						\
+		word >>= t;						\
+		n += t;							\
+	} while (0)
+	__ARENA_FLS_STEP(32);
+	__ARENA_FLS_STEP(16);
+	__ARENA_FLS_STEP(8);
+	__ARENA_FLS_STEP(4);
+	__ARENA_FLS_STEP(2);
+	__ARENA_FLS_STEP(1);
+#undef __ARENA_FLS_STEP
+	return n + word;
 }
 
 /*

@@ -53,6 +53,7 @@ struct arena_list_head {
 
 static __always_inline void arena_list_init(struct arena_list_head __arena *head)
 {
+	arena_subprog_init();
 	WRITE_ONCE(head->next, head);
 	head->prev = head;
 }
@@ -68,6 +69,7 @@ static __always_inline int __arena_list_insert(struct arena_list_head __arena *n
 					       struct arena_list_head __arena *prev,
 					       struct arena_list_head __arena *next)
 {
+	arena_subprog_init();
 	if (!new || !__arena_list_linked(prev, next) || new == prev || new == next)
 		return -EUCLEAN;
 	next->prev = new;
@@ -94,6 +96,7 @@ static __always_inline int __arena_list_unlink(struct arena_list_head __arena *e
 {
 	struct arena_list_head __arena *prev, *next;
 
+	arena_subprog_init();
 	if (!entry)
 		return -EUCLEAN;
 	prev = entry->prev;
@@ -129,6 +132,7 @@ static __always_inline int arena_list_move(struct arena_list_head __arena *entry
 					   struct arena_list_head __arena *head)
 {
 	/* Check the destination first: a failed move leaves the entry where it was. */
+	arena_subprog_init();
 	if (!head || !__arena_list_linked(head, head->next) || entry == head)
 		return -EUCLEAN;
 	return __arena_list_unlink(entry) ?: __arena_list_insert(entry, head, head->next);
@@ -137,6 +141,7 @@ static __always_inline int arena_list_move(struct arena_list_head __arena *entry
 static __always_inline int arena_list_move_tail(struct arena_list_head __arena *entry,
 						struct arena_list_head __arena *head)
 {
+	arena_subprog_init();
 	if (!head || !__arena_list_linked(head->prev, head) || entry == head)
 		return -EUCLEAN;
 	return __arena_list_unlink(entry) ?: __arena_list_insert(entry, head->prev, head);
@@ -144,6 +149,7 @@ static __always_inline int arena_list_move_tail(struct arena_list_head __arena *
 
 static __always_inline bool arena_list_empty(struct arena_list_head __arena *head)
 {
+	arena_subprog_init();
 	return READ_ONCE(head->next) == head;
 }
 
@@ -167,8 +173,10 @@ static __always_inline bool arena_list_is_singular(struct arena_list_head __aren
 /* The walk goes on from node while its next link points back at it. */
 static __always_inline bool __arena_list_step_ok(struct arena_list_head __arena *node)
 {
-	struct arena_list_head __arena *next = node->next;
+	struct arena_list_head __arena *next;
 
+	arena_subprog_init();
+	next = node->next;
 	return next && next->prev == node;
 }
 

@@ -93,20 +93,26 @@ struct {
 } arena_log_scratch __weak SEC(".maps");
 
 /*
- * Claim a scratch line of this CPU. By compare-and-swap, not a depth counter: a
- * preemptible program (syscall, sleepable) can be interrupted by another writer on the
- * same CPU at any point, and both must end up with lines of their own.
+ * Claim a scratch line of this CPU: its index, or -1 when all are taken. By
+ * compare-and-swap, not a depth counter: a preemptible program (syscall, sleepable) can
+ * be interrupted by another writer on the same CPU at any point, and both must end up
+ * with lines of their own. The lowest free line is found by arithmetic, not by trying
+ * each in turn: the verifier then walks one path through the formatting, not one per
+ * line. A writer that preempted us between the read and the swap changes the word only
+ * while it runs, so a second try is all it takes.
  */
 static __always_inline int __arena_log_claim(struct arena_log_scratch *s)
 {
-	u32 old, bit;
+	u32 old, bit, i;
 	int d;
 
-	for (d = 0; d < ARENA_LOG_NEST; d++) {
-		bit = 1u << d;
+#pragma unroll
+	for (i = 0; i < 2; i++) {
 		old = READ_ONCE(s->busy);
-		if (old & bit)
-			continue;
+		bit = ~old & (old + 1);
+		d = arena_fls(bit) - 1;
+		if (d < 0 || d >= ARENA_LOG_NEST)
+			return -1;
 		if (__sync_val_compare_and_swap(&s->busy, old, old | bit) == old)
 			return d;
 	}

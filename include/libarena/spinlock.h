@@ -48,10 +48,11 @@
  * TSO, and the trylock's compare-and-swap is a full barrier); letting go is a release
  * (a compare-and-swap, a full barrier, after the section's stores).
  *
- * Everything is inline or static: a lock is taken with preemption disabled, and 6.12
- * allows no global function call there. The wait and the hand-over with waiters marked
- * are static __noinline functions, each with a loop budget of its own: taking a lock
- * costs one call frame (ARENA_SPIN_FRAMES) below the caller.
+ * Everything is inline: a lock is taken with preemption disabled, and 6.12 allows no
+ * global function call there. Taking and letting go cost no call frame
+ * (ARENA_SPIN_FRAMES), and their loops test no flag, so the verifier's walk of them
+ * stays small wherever they are inlined. The wait shares its caller's loop budget: it
+ * stops after ARENA_SPIN_MAX_SPINS spins, half of that budget.
  */
 #ifndef __LIBARENA_SPINLOCK_H
 #define __LIBARENA_SPINLOCK_H
@@ -63,7 +64,7 @@
 #define ARENA_SPIN_TIMEOUT_NS	(250ull * 1000 * 1000)	/* as the kernel's rqspinlock */
 #define ARENA_SPIN_MAX_SPINS	(1u << 22)	/* half the verifier's loop budget of a call */
 #define ARENA_SPIN_CLOCK_SPINS	64	/* spins between reads of the clock */
-#define ARENA_SPIN_FRAMES	1	/* call frames a lock or an unlock takes below the caller */
+#define ARENA_SPIN_FRAMES	0	/* call frames a lock or an unlock takes below the caller */
 
 struct arena_spinlock {
 	/*
@@ -98,32 +99,34 @@ static __always_inline __arena_spin_code u64 __arena_spin_mark(u32 ticket)
 	return 1ull << (32 + ticket % ARENA_SPIN_QUEUE);
 }
 
-/* The state once the served ticket is done: the next ticket not marked, marks cleared. */
+/*
+ * The state once the served ticket is done: the next ticket not marked, the marks of
+ * those skipped cleared. Loop-free: the marks rotated so that bit 0 is the next ticket's,
+ * the run of set bits from there is the tickets that gave up in a row.
+ */
 static __always_inline __arena_spin_code u64 __arena_spin_passed(u64 state)
 {
-	u32 served = (u32)state + 1;
-	u32 i;
+	u32 served = (u32)state + 1, s = served % ARENA_SPIN_QUEUE;
+	u64 marks = state >> 32, rot, run;
 
-	for (i = zero; i < ARENA_SPIN_QUEUE && can_loop; i++) {
-		if (!(state & __arena_spin_mark(served)))
-			break;
-		state &= ~__arena_spin_mark(served);
-		served++;
-	}
-	return (state & ~0xffffffffull) | served;
+	rot = ((marks >> s) | (marks << (ARENA_SPIN_QUEUE - s))) & 0xffffffffull;
+	/* The lowest clear bit of rot, as a mask below it: the marked run. */
+	run = (~rot & (rot + 1)) - 1;
+	served += arena_fls(run);
+	marks &= ~((run << s) | (run >> (ARENA_SPIN_QUEUE - s)));
+	return (marks & 0xffffffffull) << 32 | served;
 }
 
 /*
  * Hand the lock on when the first attempt met a waiter's mark. Each failed swap is one more
- * waiter marking its ticket, and at most ARENA_SPIN_QUEUE are out: a fresh loop budget
- * (this function's own) is far more than it needs.
+ * waiter marking its ticket, and at most ARENA_SPIN_QUEUE are out: the loop budget is far
+ * more than it needs.
  */
-static __noinline __arena_spin_code void
+static __always_inline __arena_spin_code void
 __arena_spin_pass_marked(arena_spinlock_t __arena *lock, u64 state)
 {
 	u64 old;
 
-	arena_subprog_init();
 	while (can_loop) {
 		old = cmpxchg(&lock->state, state, __arena_spin_passed(state));
 		if (old == state)
@@ -138,6 +141,7 @@ __arena_spin_release(arena_spinlock_t __arena *lock)
 {
 	u64 state = READ_ONCE(lock->state), old;
 
+	arena_subprog_init();
 	if (!(state >> 32)) {
 		old = cmpxchg(&lock->state, state, (u32)(state + 1));
 		if (old == state)
@@ -147,45 +151,53 @@ __arena_spin_release(arena_spinlock_t __arena *lock)
 	__arena_spin_pass_marked(lock, state);
 }
 
+/* Spin i of a wait: past the deadline? The clock is read every ARENA_SPIN_CLOCK_SPINS. */
+static __always_inline __arena_spin_code bool __arena_spin_late(u32 i, u64 deadline)
+{
+	return i % ARENA_SPIN_CLOCK_SPINS == ARENA_SPIN_CLOCK_SPINS - 1 &&
+	       bpf_ktime_get_ns() > deadline;
+}
+
 /*
  * Wait for a ticket, then for our turn, until timeout_ns or the spins run out. 0 with the
  * lock held; -ETIMEDOUT with no ticket or with ours marked. Preemption is disabled.
+ * Inline, and two loops that test no flag: what the verifier walks of it stays small in
+ * every function that takes a lock.
  */
-static __noinline __arena_spin_code int
+static __always_inline __arena_spin_code int
 __arena_spin_wait(arena_spinlock_t __arena *lock, u64 timeout_ns)
 {
-	u64 deadline = 0, now, old;
-	u32 ticket = 0, i;
-	bool queued = false;
+	u64 deadline = bpf_ktime_get_ns() + timeout_ns, old;
+	u32 ticket, i;
 
 	arena_subprog_init();
+	/* A ticket, while fewer than ARENA_SPIN_QUEUE are out. */
 	for (i = zero; i < ARENA_SPIN_MAX_SPINS && can_loop; i++) {
-		if (!queued) {
-			ticket = READ_ONCE(lock->next);
-			if (ticket - (u32)READ_ONCE(lock->state) < ARENA_SPIN_QUEUE &&
-			    cmpxchg(&lock->next, ticket, ticket + 1) == ticket)
-				queued = true;
-		}
-		/* x86-64 keeps this load before the section's accesses: an acquire. */
-		if (queued && (u32)smp_load_acquire(&lock->state) == ticket)
-			return 0;
-		if (i % ARENA_SPIN_CLOCK_SPINS == ARENA_SPIN_CLOCK_SPINS - 1) {
-			now = bpf_ktime_get_ns();
-			if (!deadline)
-				deadline = now + timeout_ns;
-			else if (now > deadline)
-				break;
-		}
+		ticket = READ_ONCE(lock->next);
+		if (ticket - (u32)READ_ONCE(lock->state) < ARENA_SPIN_QUEUE &&
+		    cmpxchg(&lock->next, ticket, ticket + 1) == ticket)
+			goto queued;
+		if (__arena_spin_late(i, deadline))
+			break;
 		arena_cpu_relax();
 	}
-	if (queued) {
-		/* The slot is ours alone: no ticket ARENA_SPIN_QUEUE apart is out with ours. */
-		old = atomic_fetch_add(&lock->state, __arena_spin_mark(ticket));
-		if ((u32)old == ticket) {
-			/* Served before the mark went in: the lock is ours. */
-			atomic_add(&lock->state, -__arena_spin_mark(ticket));
+	atomic_add(&lock->timeouts, 1);
+	return -ETIMEDOUT;
+queued:
+	/* Our turn. x86-64 keeps this load before the section's accesses: an acquire. */
+	for (; i < ARENA_SPIN_MAX_SPINS && can_loop; i++) {
+		if ((u32)smp_load_acquire(&lock->state) == ticket)
 			return 0;
-		}
+		if (__arena_spin_late(i, deadline))
+			break;
+		arena_cpu_relax();
+	}
+	/* The slot is ours alone: no ticket ARENA_SPIN_QUEUE apart is out with ours. */
+	old = atomic_fetch_add(&lock->state, __arena_spin_mark(ticket));
+	if ((u32)old == ticket) {
+		/* Served before the mark went in: the lock is ours. */
+		atomic_add(&lock->state, -__arena_spin_mark(ticket));
+		return 0;
 	}
 	atomic_add(&lock->timeouts, 1);
 	return -ETIMEDOUT;

@@ -1,10 +1,59 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * buddy.bpf.c, included: page runs, the sizes beyond BUDDY_MAX_SIZE. Each run is mapped
- * whole, after a header page that names its owner and links the owner's runs.
+ * whole, after a header page that names its owner and links the owner's runs. Sleepable
+ * (they map and unmap); the list is b's, changed under its lock by a step each.
  */
 
-static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
+/* A run of pages mapped for size bytes joins b's list: 0 or a lock error. */
+__weak int __buddy_run_link(struct buddy __arena *b __arg_arena,
+			    struct buddy_run __arena *run __arg_arena, u64 size)
+{
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	run->next = b->runs;
+	if (b->runs)
+		((struct buddy_run __arena *)b->runs)->prev = (u64)run;
+	b->runs = (u64)run;
+	b->stats.runs_in_use++;
+	b->stats.run_pages_in_use += run->pages;
+	b->stats.map_calls++;
+	b->stats.map_pages += run->pages;
+	b->stats.bytes_requested += size;
+	b->stats.allocs++;
+	buddy_unlock(b);
+	return 0;
+}
+
+/* A run leaves b's list (its pages still mapped): 0 or a lock error. */
+__weak int __buddy_run_unlink(struct buddy __arena *b __arg_arena,
+			      struct buddy_run __arena *run __arg_arena)
+{
+	int err;
+
+	arena_subprog_init();
+	err = buddy_lock(b);
+	if (err)
+		return err;
+	if (run->prev)
+		((struct buddy_run __arena *)run->prev)->next = run->next;
+	else
+		b->runs = run->next;
+	if (run->next)
+		((struct buddy_run __arena *)run->next)->prev = run->prev;
+	run->magic = 0;
+	b->stats.runs_in_use--;
+	b->stats.run_pages_in_use -= run->pages;
+	b->stats.frees++;
+	buddy_unlock(b);
+	return 0;
+}
+
+static __always_inline u64 alloc_run(struct buddy __arena *b, u64 size)
 {
 	u32 pages = (size + 4095) / 4096 + 1;
 	struct buddy_run __arena *run;
@@ -24,21 +73,10 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	run->pages = pages;
 	run->owner = (u64)b;
 	run->prev = 0;
-	if (buddy_lock_nested(b)) {
+	if (buddy_patiently(b, __buddy_run_link(b, run, size))) {
 		bpf_arena_free_pages(&arena, run, pages);
 		return 0;
 	}
-	run->next = b->runs;
-	if (b->runs)
-		((struct buddy_run __arena *)b->runs)->prev = addr;
-	b->runs = addr;
-	b->stats.runs_in_use++;
-	b->stats.run_pages_in_use += pages;
-	b->stats.map_calls++;
-	b->stats.map_pages += pages;
-	b->stats.bytes_requested += size;
-	b->stats.allocs++;
-	buddy_unlock(b);
 	/* The header page is a redzone before the run, the slack of its last page after. */
 	asan_hook_map(addr, (u64)pages * 4096, 0);
 	asan_hook_poison((u64)run, 4096, ASAN_REDZONE);
@@ -46,7 +84,7 @@ static __noinline u64 alloc_run(struct buddy __arena *b, u64 size)
 	return addr + 4096;
 }
 
-static __noinline int free_run(struct buddy __arena *b, u64 addr)
+static __always_inline int free_run(struct buddy __arena *b, u64 addr)
 {
 	struct buddy_run __arena *run = (struct buddy_run __arena *)(addr - 4096);
 	u32 pages;
@@ -64,19 +102,8 @@ static __noinline int free_run(struct buddy __arena *b, u64 addr)
 	 * next bpf_arena_alloc_pages(NULL), the program's own too, may get these pages.
 	 */
 	asan_hook_poison((u64)run, (u64)pages * 4096, 0);
-	if (buddy_lock_nested(b))
+	if (buddy_patiently(b, __buddy_run_unlink(b, run)))
 		return -ETIMEDOUT;
-	if (run->prev)
-		((struct buddy_run __arena *)run->prev)->next = run->next;
-	else
-		b->runs = run->next;
-	if (run->next)
-		((struct buddy_run __arena *)run->next)->prev = run->prev;
-	run->magic = 0;
-	b->stats.runs_in_use--;
-	b->stats.run_pages_in_use -= pages;
-	b->stats.frees++;
-	buddy_unlock(b);
 	bpf_arena_free_pages(&arena, run, pages);
 	atomic_add(&b->stats.pages_returned, pages);
 	atomic_add(&b->stats.unmap_calls, 1);

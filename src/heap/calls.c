@@ -9,7 +9,9 @@
 static __always_inline u64 malloc_large(u64 size)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	u64 addr, asz;
+	struct buddy __arena *b;
+	u64 asz;
+	s64 addr;
 
 	if (!arena_buddy_is_ready()) {
 		/* The background refill makes it ready (a program may have destroyed it). */
@@ -21,15 +23,43 @@ static __always_inline u64 malloc_large(u64 size)
 	}
 	/* A redzone after the block, unless that would need more than the largest block. */
 	asz = asan_hook_redzone(size, BUDDY_MAX_SIZE);
-	addr = buddy_alloc_nosleep_addr((struct buddy __arena *)arena_buddy_addr(), asz);
-	if (addr)
-		asan_hook_alloc(addr, size, asz <= BUDDY_MIN_SIZE ? BUDDY_MIN_SIZE :
-					    1ull << arena_fls(asz - 1));
-	if (addr)
-		atomic_add(&g->large_allocs, 1);
-	else
+	if (asz > BUDDY_MAX_SIZE) {
+		arena_stderr("arena_malloc: %llu bytes: more than the %u the allocator serves",
+			     size, BUDDY_MAX_SIZE);
+		return 0;
+	}
+	b = (struct buddy __arena *)arena_buddy_addr();
+	addr = buddy_take_block(b, buddy_order(asz), 0, asz, false);
+	if (addr < 0) {
 		WRITE_ONCE(g->want, 1);
+		arena_stderr("arena_malloc: %llu bytes: %s", size, addr == -ETIMEDOUT ?
+			     "the large allocator's lock timed out" :
+			     "no room in the large allocator's chunks");
+		return 0;
+	}
+	asan_hook_alloc(addr, size, (u64)BUDDY_MIN_SIZE << buddy_order(asz));
+	atomic_add(&g->large_allocs, 1);
 	return addr;
+}
+
+/*
+ * An object of class cls from held heap h: the current span, else the next one, each
+ * step a global call (see owner.c). A round makes a span current; the one after it
+ * takes from it.
+ */
+static __always_inline u64 heap_alloc(struct arena_heap __arena *h, u32 cls)
+{
+	u64 addr;
+	u32 i;
+
+	for (i = zero; i < SLOW_ROUNDS + 1 && can_loop; i++) {
+		addr = arena_heap_alloc_current(h, cls);
+		if (addr == HEAP_ALLOC_AGAIN)
+			continue;
+		if (addr || !arena_heap_take_span(h, cls))
+			return addr;
+	}
+	return 0;
 }
 
 __weak u64 arena_malloc_addr(u64 size)
@@ -49,16 +79,11 @@ __weak u64 arena_malloc_addr(u64 size)
 	if (asz > HEAP_MEDIUM_MAX)
 		return malloc_large(size);
 	cls = __heap_class(asz);
-	bpf_preempt_disable();
-	h = heap_enter();
+	h = heap_claim();
 	if (h) {
-		addr = alloc_fast(h, cls);
-		if (!addr)
-			addr = alloc_slow(h, cls);
-		heap_exit(h);
-	}
-	bpf_preempt_enable();
-	if (!h) {
+		addr = heap_alloc(h, cls);
+		heap_unclaim(h);
+	} else {
 		atomic_add(&g->no_heap, 1);
 		WRITE_ONCE(g->want, 1);
 		arena_stderr("arena_malloc: no heap free on CPU %u (run arena_heap_refill)",
@@ -90,6 +115,32 @@ static __always_inline const char *bad_free(u32 s, struct arena_heap_span __aren
 	}
 }
 
+/* A block of the large sizes' allocator (the default buddy), any program. */
+static __always_inline int free_large(u64 obj)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	s64 ret;
+
+	ret = buddy_put_block((struct buddy __arena *)arena_buddy_addr(), obj,
+			      BUDDY_FREE_KEEP_SPARE);
+	if (ret == -ETIMEDOUT) {
+		arena_stderr("arena_free: %llx: the large allocator's lock timed out", obj);
+		return -ETIMEDOUT;
+	}
+	if (ret < 0) {
+		atomic_add(&g->bad_frees, 1);
+		arena_stderr("arena_free: %llx %s", obj,
+			     ret == -(BUDDY_BAD + BUDDY_BAD_DOUBLE_FREE) ?
+			     "is already free (double free)" : "was not allocated by arena_malloc");
+		return -EINVAL;
+	}
+	if (ret == BUDDY_PUT_DEFERRED)
+		arena_stderr("arena_free: %llx: the large allocator's lock timed out: deferred",
+			     obj);
+	atomic_add(&g->large_frees, 1);
+	return 0;
+}
+
 static __always_inline int heap_free(void __arena *ptr)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
@@ -103,11 +154,8 @@ static __always_inline int heap_free(void __arena *ptr)
 	if (!ptr)
 		return 0;
 	if (!in_heap_window(obj)) {
-		if (arena_buddy_is_ready()) {
-			err = buddy_free_nosleep((struct buddy __arena *)arena_buddy_addr(), ptr);
-			atomic_add(err ? &g->bad_frees : &g->large_frees, 1);
-			return err;
-		}
+		if (arena_buddy_is_ready())
+			return free_large(obj);
 		atomic_add(&g->bad_frees, 1);
 		arena_stderr("arena_free: %llx was not allocated by arena_malloc", obj);
 		return -EINVAL;
@@ -120,15 +168,13 @@ static __always_inline int heap_free(void __arena *ptr)
 		arena_stderr("arena_free: %llx %s", obj, why);
 		return -EINVAL;
 	}
-	bpf_preempt_disable();
-	h = heap_enter();
+	h = heap_claim();
 	if (h && sp->owner == h->id + 1)
-		free_local(h, s, sp, obj);
+		arena_heap_free_local(h, s, obj);
 	else
-		err = free_remote(h, s, sp, obj);
+		err = arena_heap_free_remote(h, s, obj);
 	if (h)
-		heap_exit(h);
-	bpf_preempt_enable();
+		heap_unclaim(h);
 	if (err) {
 		atomic_add(&g->lost_frees, 1);
 		arena_stderr(
@@ -217,6 +263,7 @@ __weak int arena_memset(void __arena *ptr __arg_arena, int c, u64 n)
 	u8 __arena *p = ptr;
 	u64 word = (u8)c, i;
 
+	arena_subprog_init();
 	if (!ptr)
 		return -EINVAL;
 	asan_hook_check((u64)ptr, n, 1);

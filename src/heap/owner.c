@@ -4,9 +4,17 @@
  * disabled and the heap busy.
  */
 
-/* ---- owner side: everything below runs with preemption disabled, heap busy ---- */
+/* ---- owner side: everything below runs with the heap held (busy) ---- */
 
-static __always_inline struct arena_heap __arena *heap_enter(void)
+/*
+ * Hold a heap of this CPU for a slow path: the first level nobody holds, taken by
+ * compare-and-swap, so that the slow paths run preemptible and call global functions
+ * (each verified once). A program that interrupts or preempts the holder on this CPU
+ * finds the level busy and takes the next; the inlined fast paths, which take level 0
+ * with a plain store, do so with preemption disabled, so nothing preempts them half way.
+ * NULL when every level is held, or the heaps are not created yet.
+ */
+static __always_inline struct arena_heap __arena *heap_claim(void)
 {
 	struct arena_heap __arena *h;
 	u32 cpu = bpf_get_smp_processor_id(), lvl;
@@ -19,7 +27,7 @@ static __always_inline struct arena_heap __arena *heap_enter(void)
 		h = heap_at(cpu * HEAP_LEVELS + lvl);
 		if (READ_ONCE(h->magic) != HEAP_MAGIC)
 			return NULL;
-		if (__heap_try_enter(h)) {
+		if (!READ_ONCE(h->busy) && !cmpxchg(&h->busy, 0, 1)) {
 			if (lvl) {
 				h->used = 1;
 				h->stats.nested++;
@@ -30,9 +38,10 @@ static __always_inline struct arena_heap __arena *heap_enter(void)
 	return NULL;
 }
 
-static __always_inline void heap_exit(struct arena_heap __arena *h)
+static __always_inline void heap_unclaim(struct arena_heap __arena *h)
 {
-	__heap_leave(h);
+	/* The holder's stores before the next holder takes it by a swap. */
+	smp_store_release(&h->busy, 0);
 }
 
 static __always_inline void link_partial(struct arena_heap __arena *h, u32 s,
@@ -64,8 +73,8 @@ static __always_inline void unlink_partial(struct arena_heap __arena *h, u32 s,
 }
 
 /* An entirely free span leaves its class: to the reserve, or beyond it to the kernel. */
-static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
-				   struct arena_heap_span __arena *sp)
+static __always_inline void span_retire(struct arena_heap __arena *h, u32 s,
+					struct arena_heap_span __arena *sp)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 kind = sp->kind & 1, limit, trim;
@@ -101,7 +110,7 @@ static __noinline void span_retire(struct arena_heap __arena *h, u32 s,
  * The slow path calls it with the local list empty (O(1)); arena_heap_collect may call
  * it with a local list, and then walks the remote one to its end, bounded by capacity.
  */
-static __noinline bool collect(struct arena_heap_span __arena *sp, u32 s)
+static __always_inline bool collect(struct arena_heap_span __arena *sp, u32 s)
 {
 	u32 head, cnt, tail, next, i;
 	u64 r;
@@ -149,7 +158,7 @@ static __always_inline u64 alloc_fast(struct arena_heap __arena *h, u32 cls)
 }
 
 /* Full spans some remote free made usable again: back onto their class lists. */
-static __noinline void take_revived(struct arena_heap __arena *h)
+static __always_inline void take_revived(struct arena_heap __arena *h)
 {
 	struct arena_heap_span __arena *sp;
 	u32 cur, next, i;
@@ -214,7 +223,7 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 }
 
 /* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
-static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
+static __always_inline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 kind = cls >= HEAP_NR_SMALL, s;
@@ -257,46 +266,6 @@ static __noinline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	if (kind && class_pages(cls) < MEDIUM_PAGES)
 		trim_request(s, sp);
 	return s;
-}
-
-static __noinline u64 alloc_slow(struct arena_heap __arena *h, u32 cls)
-{
-	struct arena_heap_span __arena *sp;
-	u32 s, i;
-	u64 addr;
-
-	for (i = zero; i < SLOW_ROUNDS && can_loop; i++) {
-		s = h->current[cls];
-		if (s) {
-			sp = span_desc(s - 1);
-			if (collect(sp, s - 1)) {
-				addr = alloc_fast(h, cls);
-				if (addr)
-					return addr;
-			}
-			/* Exhausted: park it as full, unless frees arrived meanwhile. */
-			if (cmpxchg(&sp->remote, 0, HEAP_REMOTE_FULL) != 0)
-				continue;
-			h->current[cls] = 0;
-		}
-		s = h->partial[cls];
-		if (!s) {
-			take_revived(h);
-			s = h->partial[cls];
-		}
-		if (s) {
-			unlink_partial(h, s - 1, span_desc(s - 1));
-		} else {
-			s = take_reserve(h, cls);	/* span + 1, like every list */
-			if (!s)
-				return 0;
-		}
-		h->current[cls] = s;
-		addr = alloc_fast(h, cls);
-		if (addr)
-			return addr;
-	}
-	return 0;
 }
 
 static __always_inline void free_local(struct arena_heap __arena *h, u32 s,
@@ -348,7 +317,7 @@ static __always_inline u32 span_of(u64 obj)
  * Retry the remote frees parked on h, oldest last. A push that fails again (or the loop
  * budget running out) leaves it and the rest parked for the next try: nothing is lost.
  */
-static __noinline void drain_parked(struct arena_heap __arena *h)
+static __always_inline void drain_parked(struct arena_heap __arena *h)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 off = h->parked, next, i;
@@ -402,4 +371,88 @@ static __always_inline int free_remote(struct arena_heap __arena *h, u32 s,
 	h->parked_nr++;
 	h->stats.parked++;
 	return 0;
+}
+
+/*
+ * The owner's calls, each a global function: verified once in a program however often
+ * it calls them, and leaves (they call nothing), so that arena_malloc and arena_free
+ * take two frames below their caller at most. h is held (heap_claim); preemption is on.
+ */
+
+/* What arena_heap_alloc_current() says when frees came back to a used-up span. */
+#define HEAP_ALLOC_AGAIN	1
+
+/*
+ * An object of class cls from the current span: its local list, else its remote frees.
+ * A span used up is parked full (the next remote free revives it) and is current no
+ * more: 0 then, and HEAP_ALLOC_AGAIN when frees arrived before it could be parked.
+ */
+__weak u64 arena_heap_alloc_current(struct arena_heap __arena *h __arg_arena, u32 cls)
+{
+	struct arena_heap_span __arena *sp;
+	u64 addr;
+	u32 s;
+
+	arena_subprog_init();
+	cls %= HEAP_NR_CLASSES;
+	addr = alloc_fast(h, cls);
+	if (addr)
+		return addr;
+	s = h->current[cls];
+	if (!s)
+		return 0;
+	sp = span_desc(s - 1);
+	if (collect(sp, s - 1)) {
+		addr = alloc_fast(h, cls);
+		if (addr)
+			return addr;
+	}
+	/* Exhausted: park it as full, unless frees arrived meanwhile. */
+	if (cmpxchg(&sp->remote, 0, HEAP_REMOTE_FULL) != 0)
+		return HEAP_ALLOC_AGAIN;
+	h->current[cls] = 0;
+	return 0;
+}
+
+/*
+ * Make a span current for class cls, which has none: a partial one (or one a remote free
+ * revived), else a fresh one from the reserves or the pool. False when there is none.
+ */
+__weak bool arena_heap_take_span(struct arena_heap __arena *h __arg_arena, u32 cls)
+{
+	u32 s;
+
+	arena_subprog_init();
+	cls %= HEAP_NR_CLASSES;
+	s = h->partial[cls];
+	if (!s) {
+		take_revived(h);
+		s = h->partial[cls];
+	}
+	if (s) {
+		unlink_partial(h, s - 1, span_desc(s - 1));
+	} else {
+		s = take_reserve(h, cls);	/* span + 1, like every list */
+		if (!s)
+			return false;
+	}
+	h->current[cls] = s;
+	return true;
+}
+
+/* A checked object of h's own span s back onto its local list. */
+__weak int arena_heap_free_local(struct arena_heap __arena *h __arg_arena, u32 s, u64 obj)
+{
+	arena_subprog_init();
+	s &= HEAP_NR_SPANS - 1;
+	free_local(h, s, span_desc(s), obj);
+	return 0;
+}
+
+/* A checked object of another heap's span s (h: the freeing heap, or NULL). */
+__weak int arena_heap_free_remote(struct arena_heap __arena *h __arg_arena, u32 s, u64 obj)
+{
+	arena_subprog_init();
+	s &= HEAP_NR_SPANS - 1;
+	return free_remote(h, s, span_desc(s), obj);
 }
