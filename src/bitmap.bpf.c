@@ -18,7 +18,7 @@ __weak u64 bmp_alloc_addr(u64 bits)
 	/* malloc and memset, not calloc: one call frame less for the caller. */
 	addr = arena_malloc_addr(bits / 8);
 	if (addr && arena_memset((void __arena *)addr, 0, bits / 8)) {
-		arena_free((void __arena *)addr);
+		arena_free_call((void __arena *)addr);
 		return 0;
 	}
 	return addr;
@@ -26,7 +26,7 @@ __weak u64 bmp_alloc_addr(u64 bits)
 
 __weak int bmp_free(struct arena_bitmap __arena *bmp __arg_arena)
 {
-	return arena_free(bmp);
+	return arena_free_call(bmp);
 }
 
 __weak int bmp_set_bit(u32 bit, struct arena_bitmap __arena *bmp __arg_arena)

@@ -316,12 +316,12 @@ static __always_inline void free_spares(btree_t *bt, u32 nr)
 	u32 i;
 
 	for (i = zero; i < nr && i <= BT_MAX_HEIGHT && can_loop; i++)
-		arena_free(bt->spare[i]);
+		arena_free_call(bt->spare[i]);
 }
 
 __weak u64 bt_create_addr(void)
 {
-	btree_t *bt = arena_malloc(sizeof(*bt));
+	btree_t *bt = arena_malloc_call(sizeof(*bt));
 
 	if (!bt) {
 		arena_stderr("bt_create: out of memory");
@@ -434,19 +434,18 @@ __weak int __bt_split_inner(struct bt_node __arena *n __arg_arena,
 }
 
 /*
- * Put (key, value) in the full leaf path[0] by splitting it and the need - 1 full nodes
- * above it (a new root when need > height), with the empty nodes in bt->spare[0..need).
+ * Split the full leaf path[0] into it and bt->spare[0], with (key, value) among them;
+ * the key that separates the halves comes back in *sep for the parent.
  */
-__weak int __bt_split(struct btree __arena *bt __arg_arena, u64 key, u64 value, u32 need)
+__weak int __bt_split_leaf(struct btree __arena *bt __arg_arena, u64 key, u64 value,
+			   u64 *sep)
 {
-	btnode_t *leaf = bt->path[0].node, *right, *n, *root;
-	u32 pos = bt->path[0].idx, l, s;
-	u64 sep;
+	btnode_t *leaf = bt->path[0].node, *right = bt->spare[0];
+	u32 pos = bt->path[0].idx, s;
 
-	if (!need || need > bt->height + 1 || need > BT_MAX_HEIGHT)
+	if (!sep)
 		return -EUCLEAN;
-	/* The leaf: the upper half moves right, the new pair joins its side. */
-	right = bt->spare[0];
+	/* The upper half moves right, the new pair joins its side. */
 	s = pos <= HALF ? HALF : HALF + 1;
 	if (__bt_copy(right, 0, leaf, s, BT_MAX_KEYS - s))
 		return -EUCLEAN;
@@ -460,22 +459,41 @@ __weak int __bt_split(struct btree __arena *bt __arg_arena, u64 key, u64 value, 
 	leaf->next = right;
 	if (pos <= HALF ? put(leaf, pos, key, value) : put(right, pos - s, key, value))
 		return -EUCLEAN;
-	sep = right->keys[0];
+	*sep = right->keys[0];
+	return 0;
+}
 
+/*
+ * Put (key, value) in the full leaf path[0] by splitting it and the need - 1 full nodes
+ * above it (a new root when need > height), with the empty nodes in bt->spare[0..need).
+ * Each level is a call from here, so that the moves take one frame below them.
+ */
+static __always_inline int split(btree_t *bt, u64 key, u64 value, u32 need)
+{
+	btnode_t *n, *root;
+	u32 l, height = bt->height;
+	u64 sep;
+
+	if (!need || need > height + 1 || need > BT_MAX_HEIGHT)
+		return -EUCLEAN;
+	if (__bt_split_leaf(bt, key, value, &sep))
+		return -EUCLEAN;
 	/* Up: each full node splits and passes its middle key on. */
-	for (l = zero + 1; l < need && l < bt->height && l < BT_MAX_HEIGHT && can_loop; l++) {
+	for (l = zero + 1; l < need && l < height && l < BT_MAX_HEIGHT && can_loop; l++) {
 		n = bt->path[l].node;
 		if (__bt_split_inner(n, bt->spare[l], bt->path[l].idx, &sep, bt->spare[l - 1]))
 			return -EUCLEAN;
 	}
-	if (need > bt->height) {
-		root = bt->spare[bt->height];
+	if (need > height) {
+		if (height >= BT_MAX_HEIGHT || !height)
+			return -EUCLEAN;
+		root = bt->spare[height];
 		root->children[0] = bt->root;
 		root->keys[0] = sep;
-		root->children[1] = bt->spare[bt->height - 1];
+		root->children[1] = bt->spare[height - 1];
 		root->nr = 1;
 		bt->root = root;
-		bt->height++;
+		bt->height = height + 1;
 	} else {
 		n = bt->path[need].node;
 		if (put(n, bt->path[need].idx, sep, (u64)bt->spare[need - 1]))
@@ -517,7 +535,7 @@ static __always_inline int insert_full(btree_t *bt, u64 key, u64 value)
 		}
 		bt->spare[l] = n;
 	}
-	return __bt_split(bt, key, value, need);
+	return split(bt, key, value, need);
 }
 
 __weak int bt_insert(struct btree __arena *bt __arg_arena, u64 key, u64 value, bool update)
@@ -651,10 +669,11 @@ __weak int __bt_fix_short(struct btree __arena *bt __arg_arena, u32 l)
 }
 
 /*
- * Remove the pair at path[0] and rebalance on the way up. Returns how many nodes it
- * took out of the tree, parked in bt->spare[] for the caller to free, or -EUCLEAN.
+ * Remove the pair at path[0] and rebalance on the way up, a call per level from here
+ * (the moves then take one frame below it). Returns how many nodes it took out of the
+ * tree, parked in bt->spare[] for the caller to free, or -EUCLEAN.
  */
-__weak int __bt_erase(struct btree __arena *bt __arg_arena)
+static __always_inline int erase_path(btree_t *bt)
 {
 	btnode_t *n = bt->path[0].node;
 	u32 l, height = bt->height;
@@ -688,7 +707,7 @@ __weak int __bt_erase(struct btree __arena *bt __arg_arena)
 /* Erase path[0] and free what left the tree. */
 static __always_inline int erase(btree_t *bt)
 {
-	int nr = __bt_erase(bt);
+	int nr = erase_path(bt);
 
 	if (nr < 0)
 		return nr;
@@ -777,69 +796,81 @@ __weak int bt_pop_last(struct btree __arena *bt __arg_arena, u64 *key, u64 *valu
 	return pop(bt, 1, key, value, "bt_pop_last");
 }
 
-/* Copy cnt pairs of leaf from pos into out[at]: bt_range's inner loop. */
-__weak int __bt_copy_out(struct bt_pair __arena *out __arg_arena, u32 at,
-			 struct bt_node __arena *leaf __arg_arena, u32 pos, u32 cnt)
-{
-	u64 __arena *k = &leaf->keys[pos], *v = &leaf->values[pos];
-	struct bt_pair __arena *o = &out[at];
-	u32 j;
+/* What __bt_range_leaf() adds to its count when the range ends in its leaf. */
+#define BT_RANGE_END	(1 << 16)
 
-	if (pos + cnt > BT_MAX_KEYS)
+/*
+ * bt_range's work in one leaf, a call of its own so that the loop over the leaves keeps
+ * no state the verifier must follow round after round: the pairs from pos on up to hi,
+ * room of them at most, copied into out[] (NULL: counted only). How many, plus
+ * BT_RANGE_END when the range ends here (a key past hi, or no room left); -EUCLEAN for
+ * a leaf that does not hold together.
+ */
+__weak int __bt_range_leaf(struct bt_node __arena *leaf __arg_arena, u32 pos, u64 hi,
+			   struct bt_pair __arena *out __arg_arena, u32 room)
+{
+	u32 nr = leaf->nr, cnt, end = 0, j;
+	u64 __arena *k, *v;
+
+	if (nr > BT_MAX_KEYS || pos > nr)
 		return -EUCLEAN;
-	for (j = zero; j < cnt && can_loop; j++) {
-		o[j].key = k[j];
-		o[j].value = v[j];
+	cnt = nr - pos;
+	if (cnt >= room) {
+		cnt = room;
+		end = BT_RANGE_END;
 	}
-	return 0;
+	if (cnt && leaf->keys[pos + cnt - 1] > hi) {
+		/* The range ends in here. */
+		nr = search(leaf, hi, true);
+		cnt = nr > pos ? nr - pos : 0;
+		end = BT_RANGE_END;
+	}
+	if (out) {
+		k = &leaf->keys[pos];
+		v = &leaf->values[pos];
+		for (j = zero; j < cnt && can_loop; j++) {
+			out[j].key = k[j];
+			out[j].value = v[j];
+		}
+	}
+	return cnt | end;
 }
 
 /*
- * A leaf at a time: what of it lies in range is found by its last key (all of it) or
- * one search (the end of the range), then copied in one loop.
+ * A leaf at a time (__bt_range_leaf): what of it lies in range is found by its last key
+ * (all of it) or one search (the end of the range), then copied in one loop.
  */
 __weak int bt_range(struct btree __arena *bt __arg_arena, u64 lo, u64 hi,
 		    struct bt_pair __arena *out __arg_arena, u32 max)
 {
 	btnode_t *leaf, *bad = NULL;
-	u32 i = zero, pos, nr, cnt;
-	bool end = false;
+	u32 i = zero, pos;
 	u64 last;
+	int r;
 
 	if (!tree_ok(__func__, bt))
 		return -EINVAL;
-	if (!bt->root || lo > hi)
+	if (!bt->root || lo > hi || !max)
 		return 0;
 	leaf = descend(bt, lo, BT_LOOKUP, &bad);
 	if (!leaf)
 		return DAMAGED("bt_range", bt, bad);
 	pos = search(leaf, lo, false);
-	while (i < max && !end && can_loop) {
-		nr = leaf->nr;
-		if (pos >= nr) {
-			last = leaf->keys[nr - 1];
-			leaf = leaf->next;
-			if (!leaf)
-				break;
-			/* Keys ascend along the chain, so a cycle ends at a smaller key. */
-			if (!leaf_ok(leaf) || leaf->keys[0] <= last)
-				return DAMAGED("bt_range", bt, leaf);
-			pos = 0;
-			continue;
-		}
-		cnt = nr - pos;
-		if (cnt > max - i)
-			cnt = max - i;
-		if (leaf->keys[pos + cnt - 1] > hi) {
-			/* The range ends in here. */
-			nr = search(leaf, hi, true);
-			cnt = nr > pos ? nr - pos : 0;
-			end = true;
-		}
-		if (out && cnt && __bt_copy_out(out, i, leaf, pos, cnt))
+	while (i < max && can_loop) {
+		r = __bt_range_leaf(leaf, pos, hi, out ? &out[i] : NULL, max - i);
+		if (r < 0)
 			return DAMAGED("bt_range", bt, leaf);
-		i += cnt;
-		pos += cnt;
+		i += r & (BT_RANGE_END - 1);
+		if (r & BT_RANGE_END)
+			break;
+		last = leaf->keys[leaf->nr - 1];
+		leaf = leaf->next;
+		if (!leaf)
+			break;
+		/* Keys ascend along the chain, so a cycle ends at a smaller key. */
+		if (!leaf_ok(leaf) || leaf->keys[0] <= last)
+			return DAMAGED("bt_range", bt, leaf);
+		pos = 0;
 	}
 	return i;
 }
@@ -991,17 +1022,22 @@ __weak int bt_cursor_step(struct bt_cursor *c, int dir)
 #define BT_HAS_LO	1u
 #define BT_HAS_HI	2u
 
-static __always_inline int dfs_down(btree_t *bt, u32 *lp)
+/*
+ * A call of its own, verified once: the walks' loops then carry only what it returns,
+ * which the verifier does not know, and their states at the loop head match at once.
+ * The level below l it went down to (path[l - 1] set up), or -1 when path[l] is done.
+ */
+__weak int __bt_dfs_down(struct btree __arena *bt __arg_arena, u32 l)
 {
-	u32 l = *lp, i;
 	btnode_t *n;
+	u32 i;
 
 	if (!l || l >= BT_MAX_HEIGHT)
-		return 0;
+		return -1;
 	n = bt->path[l].node;
 	i = bt->path[l].idx;
 	if (i > n->nr || n->nr > BT_MAX_KEYS)
-		return 0;
+		return -1;
 	bt->path[l].idx = i + 1;
 	bt->path[l - 1].node = n->children[i];
 	bt->path[l - 1].idx = 0;
@@ -1009,7 +1045,17 @@ static __always_inline int dfs_down(btree_t *bt, u32 *lp)
 			      (i < n->nr ? BT_HAS_HI : bt->path[l].pad & BT_HAS_HI);
 	bt->path[l - 1].lo = i ? n->keys[i - 1] : bt->path[l].lo;
 	bt->path[l - 1].hi = i < n->nr ? n->keys[i] : bt->path[l].hi;
-	*lp = l - 1;
+	return l - 1;
+}
+
+/* Down from path[*lp] if it has a child left: 1 (*lp one lower), or 0 (done). */
+static __always_inline int dfs_down(btree_t *bt, u32 *lp)
+{
+	int l = __bt_dfs_down(bt, *lp);
+
+	if (l < 0)
+		return 0;
+	*lp = l;
 	return 1;
 }
 
@@ -1087,7 +1133,7 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		 */
 		n = bt->path[l].node;
 		n->level = BT_FREED_LEVEL;
-		arena_free(n);
+		arena_free_call(n);
 		bt->nr_nodes--;
 		if (up(&l) >= height) {
 			bt->root = NULL;
@@ -1108,7 +1154,7 @@ __weak int bt_destroy(struct btree __arena *bt __arg_arena)
 		return -EAGAIN;
 	}
 	bt->magic = 0;
-	arena_free(bt);
+	arena_free_call(bt);
 	return 0;
 }
 

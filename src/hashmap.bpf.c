@@ -16,7 +16,7 @@
 #include <libarena/heap.h>
 
 #define BLOCK_SIZE	(1u << HMAP_BLOCK_BITS)
-#define FREE_CHUNK	(1u << 20)	/* nodes one call of free_chain() frees */
+#define HMAP_FREE_MAX	(1u << 22)	/* nodes one free_all() walk frees (its loop budget) */
 #define HMAP_RESERVE_TRIES	4	/* doublings hmap_reserve() tries that find no memory */
 
 /* m is a live map; if not, fn logs it and fails with -EINVAL. */
@@ -346,29 +346,74 @@ static const char op_names[4][12] = { "hmap_insert", "hmap_update", "hmap_upsert
 
 #define WANTS_GROWTH	2	/* write_op: done, and the table should double */
 
+/* A write as the locked step takes it: in, and out (old, the value a delete took). */
+struct hmap_write_req {
+	u64 hash;
+	u64 val;
+	u64 old;
+	struct hmap_node __arena *spare;	/* a node for a new entry, or NULL */
+	u32 op;				/* enum write_op */
+	u32 pad;
+};
+
 /*
- * A call of its own, not inlined into each hmap_* call: the callers then grow the table
- * from a shallow frame (HMAP_CALL_FRAMES and _STACK hold for both chains).
+ * The write under its region's lock: a step of its own (it calls nothing), verified once
+ * in a program however many hmap_* calls it has. The enum above, or -ETIMEDOUT (lock),
+ * -EINVAL (the map was destroyed meanwhile: nothing touched). The spare, unused, waits
+ * in the region's free list.
  */
-static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val,
-					enum write_op op, u64 *old)
+__weak __noasan int __hmap_write(struct hmap __arena *m __arg_arena,
+				 struct hmap_write_req *req)
+{
+	struct hmap_stripe __arena *s;
+	hmap_node_ptr start;
+	int ret;
+
+	arena_subprog_init();
+	if (!req)
+		return -EINVAL;
+	s = &m->stripes[stripe_of(req->hash)];
+	start = bucket_start(m, req->hash);
+	if (arena_spin_lock(&s->lock)) {
+		atomic_add(&m->lock_timeouts, 1);
+		return -ETIMEDOUT;
+	}
+	if (m->magic != HMAP_MAGIC) {
+		/* Destroyed while we waited (the caller broke the rule): touch nothing. */
+		arena_spin_unlock(&s->lock);
+		return -EINVAL;
+	}
+	ret = write_locked(s, start, req->hash, req->val, req->op, req->spare, &req->old);
+	arena_spin_unlock(&s->lock);
+	return ret;
+}
+
+/*
+ * A write, inline in each hmap_* call: the node for a new entry is allocated in the
+ * call's own frame, so that the allocator's steps stay within HMAP_CALL_FRAMES.
+ */
+static __always_inline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val,
+					     enum write_op op, u64 *old)
 {
 	const char *fn = op_names[op & 3];
-	u64 hash = hmap_hash(key), prior = 0;
-	struct hmap_stripe __arena *s;
-	hmap_node_ptr start, spare;
+	struct hmap_write_req req;
 	int ret = WR_NEED_NODE, try;
+	hmap_node_ptr spare;
 
 	if (!map_ok(fn, m))
 		return -EINVAL;
-	s = &m->stripes[stripe_of(hash)];
+	req.hash = hmap_hash(key);
+	req.val = val;
+	req.old = 0;
+	req.op = op;
 	/*
 	 * A node for a new entry is allocated before the lock when none waits for reuse. If
 	 * another insert took the one we saw, the second try has its own.
 	 */
 	for (try = zero; try < 2 && ret == WR_NEED_NODE && can_loop; try++) {
 		spare = NULL;
-		if ((op == HM_INSERT || op == HM_UPSERT) && (try || !READ_ONCE(s->free))) {
+		if ((op == HM_INSERT || op == HM_UPSERT) &&
+		    (try || !READ_ONCE(m->stripes[stripe_of(req.hash)].free))) {
 			spare = arena_malloc(sizeof(*spare));
 			if (!spare) {
 				arena_stderr("%s: out of memory for an entry of %llx", fn, (u64)m);
@@ -378,26 +423,19 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 			spare->kind = HMAP_ENTRY;
 			spare->next = NULL;
 		}
-		start = bucket_start(m, hash);
-		if (arena_spin_lock(&s->lock)) {
-			atomic_add(&m->lock_timeouts, 1);
+		req.spare = spare;
+		ret = __hmap_write(m, &req);
+		if (ret < 0) {
 			arena_free(spare);
-			return -ETIMEDOUT;
+			return ret;
 		}
-		if (m->magic != HMAP_MAGIC) {
-			/* Destroyed while we waited (the caller broke the rule): touch nothing. */
-			arena_spin_unlock(&s->lock);
-			arena_free(spare);
-			return -EINVAL;
-		}
-		ret = write_locked(s, start, hash, val, op, spare, &prior);
-		arena_spin_unlock(&s->lock);
 	}
 	switch (ret) {
 	case WR_DONE:
 		if (op == HM_DELETE && old)
-			*old = prior;
-		if ((op == HM_INSERT || op == HM_UPSERT) && wants_growth(m, s))
+			*old = req.old;
+		if ((op == HM_INSERT || op == HM_UPSERT) &&
+		    wants_growth(m, &m->stripes[stripe_of(req.hash)]))
 			return WANTS_GROWTH;
 		return 0;
 	case WR_UPDATED:
@@ -411,14 +449,14 @@ static __noinline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val
 	return -EFAULT;
 }
 
-int hmap_grow(struct hmap __arena *m __arg_arena);
+static __always_inline __noasan int grow(struct hmap __arena *m);
 
 /* An insert that wants the table doubled: it was done, whatever the doubling does. */
 static __always_inline __noasan int after_insert(struct hmap __arena *m, int ret)
 {
 	if (ret != WANTS_GROWTH)
 		return ret;
-	hmap_grow(m);
+	grow(m);
 	return 0;
 }
 
@@ -523,7 +561,7 @@ static __always_inline __noasan void free_blocks(struct hmap __arena *m, u32 fir
 
 	/* + zero: a counter up from a known 0 would keep the verifier's loop apart. */
 	for (i = first + zero; i < m->nr_blocks && i < HMAP_MAX_BLOCKS && can_loop; i++)
-		arena_free(m->blocks[i]);
+		arena_free_call(m->blocks[i]);
 	m->nr_blocks = first;
 }
 
@@ -539,7 +577,7 @@ static __always_inline __noasan u32 alloc_blocks(struct hmap __arena *m, u32 nr)
 	if (!block_size || first + nr / block_size > HMAP_MAX_BLOCKS)
 		return 0;
 	for (i = zero; i < nr / block_size && can_loop; i++) {
-		block = arena_malloc((u64)block_size * sizeof(struct hmap_node));
+		block = arena_malloc_call((u64)block_size * sizeof(struct hmap_node));
 		if (!block)
 			goto nomem;
 		m->blocks[(first + i) % HMAP_MAX_BLOCKS] = block;
@@ -552,9 +590,9 @@ nomem:
 	return 0;
 }
 
-/* Fill 2^nr_bits sentinels from block first on (see make_level). 0, or -E2BIG. */
-static __noinline __noasan int init_level(struct hmap __arena *m, u32 first, u32 block_size,
-					  u32 bits, u32 nr_bits)
+/* Fill 2^nr_bits sentinels from block first on (see make_level). 0, or -E2BIG. A step. */
+__weak __noasan int __hmap_init_level(struct hmap __arena *m __arg_arena, u32 first,
+				      u32 block_size, u32 bits, u32 nr_bits)
 {
 	u64 i, b, nr = 1ull << (nr_bits & 31);
 	hmap_node_ptr sent;
@@ -584,7 +622,7 @@ static __always_inline __noasan int make_level(struct hmap __arena *m, u32 level
 	block_size = alloc_blocks(m, 1u << (nr_bits & 31));
 	if (!block_size)
 		return -ENOMEM;
-	if (!init_level(m, first, block_size, bits, nr_bits)) {
+	if (!__hmap_init_level(m, first, block_size, bits, nr_bits)) {
 		m->level_block[level % (HMAP_MAX_BITS + 1)] = first;
 		return 0;
 	}
@@ -597,7 +635,7 @@ static __always_inline __noasan int make_level(struct hmap __arena *m, u32 level
  * sentinel before it). Linking one already linked (a doubling cut short and resumed)
  * changes nothing. 0, or -EFAULT on a damaged list.
  */
-static __noinline __noasan int link_one(hmap_node_ptr pred, hmap_node_ptr sent)
+static __always_inline __noasan int link_one(hmap_node_ptr pred, hmap_node_ptr sent)
 {
 	u64 sh = sent->hash, prev = 0;
 	hmap_node_ptr next;
@@ -622,34 +660,46 @@ static __noinline __noasan int link_one(hmap_node_ptr pred, hmap_node_ptr sent)
 	return -EFAULT;
 }
 
-/* Under region s's lock: link the sentinels of the doubling to bits + 1 in the region. */
-static __noinline __noasan int link_region(struct hmap __arena *m, u32 bits, u32 s)
+/*
+ * Link the sentinels of the doubling to bits + 1 in region s, under its lock: a step
+ * (it calls nothing), verified once. 0, -ETIMEDOUT (the lock), or -EFAULT (damage).
+ */
+__weak __noasan int __hmap_link_region(struct hmap __arena *m __arg_arena, u32 bits, u32 s)
 {
 	u32 per = 1u << ((bits - HMAP_STRIPE_BITS) & 31), base_bits = m->base_bits, i;
+	struct hmap_stripe __arena *st = &m->stripes[s % HMAP_STRIPES];
+	int ret = 0;
 	u64 b;
 
+	arena_subprog_init();
+	if (arena_spin_lock(&st->lock)) {
+		atomic_add(&m->lock_timeouts, 1);
+		return -ETIMEDOUT;
+	}
 	for (i = zero; i < per && can_loop; i++) {
 		b = (u64)s * per + i;
 		if (link_one(sentinel_of(m, b, bits, base_bits),
-			     sentinel_of(m, 2 * b + 1, bits + 1, base_bits)))
-			return -EFAULT;
+			     sentinel_of(m, 2 * b + 1, bits + 1, base_bits))) {
+			ret = -EFAULT;
+			break;
+		}
 	}
-	return i == per ? 0 : -EFAULT;
+	arena_spin_unlock(&st->lock);
+	return ret ?: (i == per ? 0 : -EFAULT);
 }
 
 /*
  * Double the table: one caller at a time (-EBUSY for the others). 0; -ENOMEM when its
  * memory could not be had (an insert's next try waits HMAP_GROW_RETRY_NS); -ETIMEDOUT
  * when a region's lock could not be had (the next call resumes); -E2BIG at HMAP_MAX_BITS.
- * Global, so that the verifier checks it once, not at each of its callers' states.
+ * Inline in hmap_grow and in the inserts that trigger it: the sentinels' memory comes
+ * from the call's own frame, and the rest is steps.
  */
-__weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
+static __always_inline __noasan int grow(struct hmap __arena *m)
 {
 	u32 s, bits;
 	int ret = 0;
 
-	if (!map_ok(__func__, m))
-		return -EINVAL;
 	if (cmpxchg(&m->growing, 0, 1) != 0)
 		return -EBUSY;
 	bits = map_bits(m->bits, m->base_bits);
@@ -669,13 +719,7 @@ __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 		m->pending = bits + 1 - m->base_bits;
 	}
 	for (s = zero; s < HMAP_STRIPES && can_loop; s++) {
-		if (arena_spin_lock(&m->stripes[s].lock)) {
-			atomic_add(&m->lock_timeouts, 1);
-			ret = -ETIMEDOUT;
-			goto out;
-		}
-		ret = link_region(m, bits, s);
-		arena_spin_unlock(&m->stripes[s].lock);
+		ret = __hmap_link_region(m, bits, s);
 		if (ret)
 			goto out;
 	}
@@ -693,6 +737,13 @@ out:
 	/* This doubling's stores before the next grower's compare-and-swap of growing. */
 	smp_store_release(&m->growing, 0);
 	return ret;
+}
+
+__weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
+{
+	if (!map_ok(__func__, m))
+		return -EINVAL;
+	return grow(m);
 }
 
 __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacity)
@@ -722,7 +773,7 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 					 HMAP_BLOCK_BYTES, nr < BLOCK_SIZE ? 1 : nr / BLOCK_SIZE);
 		if (ret)
 			return ret;
-		ret = hmap_grow(m);
+		ret = grow(m);
 		/*
 		 * A sleepable program may move to another CPU between the reservation and the
 		 * doubling, whose heap then has no room: reserve there and try again. An
@@ -753,13 +804,13 @@ __weak __noasan u64 hmap_create_addr(u32 capacity)
 
 	while (bits < HMAP_MAX_BITS && ((u64)HMAP_LOAD << bits) < capacity && can_loop)
 		bits++;
-	m = arena_malloc(sizeof(*m));
+	m = arena_malloc_call(sizeof(*m));
 	if (!m)
 		goto nomem;
 	arena_memset(m, 0, sizeof(*m));
 	m->base_bits = bits;
 	if (make_level(m, 0, bits, bits)) {
-		arena_free(m);
+		arena_free_call(m);
 		goto nomem;
 	}
 	/* The sentinels in order: nobody else sees the map yet. */
@@ -770,7 +821,7 @@ __weak __noasan u64 hmap_create_addr(u32 capacity)
 	}
 	if (b + 1 < nb) {
 		free_blocks(m, 0);
-		arena_free(m);
+		arena_free_call(m);
 		goto nomem;
 	}
 	m->bits = bits;
@@ -785,29 +836,20 @@ nomem:
 }
 
 /*
- * Free up to FREE_CHUNK entries of a chain from node on (sentinels are skipped: their
- * memory is a block's); where it stopped, or NULL at the end.
+ * Free the entries of a chain from node on (sentinels are skipped: their memory is a
+ * block's), up to HMAP_FREE_MAX nodes: 0, or -E2BIG when more were left.
  */
-static __noinline __noasan hmap_node_ptr free_chain(hmap_node_ptr node)
+static __always_inline __noasan int free_all(hmap_node_ptr node)
 {
 	hmap_node_ptr next;
 	u32 i;
 
-	for (i = zero; node && i < FREE_CHUNK && can_loop; i++) {
+	for (i = zero; node && i < HMAP_FREE_MAX && can_loop; i++) {
 		next = node->next;
 		if (node->kind == HMAP_ENTRY)
-			arena_free(node);
+			arena_free_call(node);
 		node = next;
 	}
-	return node;
-}
-
-static __always_inline __noasan int free_all(hmap_node_ptr node)
-{
-	u32 i;
-
-	for (i = zero; node && i < 256 && can_loop; i++)
-		node = free_chain(node);
 	return node ? -E2BIG : 0;
 }
 
@@ -832,6 +874,6 @@ __weak __noasan int hmap_destroy(struct hmap __arena *m __arg_arena)
 	if (ret)
 		arena_stderr("%s: map %llx: more entries than one call frees: some leaked",
 			     __func__, (u64)m);
-	arena_free(m);
+	arena_free_call(m);
 	return ret;
 }

@@ -160,13 +160,13 @@ __weak __noasan u64 minheap_create_addr(u32 capacity)
 			     MINHEAP_MAX_CAPACITY);
 		return 0;
 	}
-	h = arena_malloc(sizeof(*h));
+	h = arena_malloc_call(sizeof(*h));
 	if (!h)
 		goto nomem;
 	arena_memset(h, 0, sizeof(*h));
-	h->entries = arena_malloc((u64)capacity * sizeof(struct minheap_entry));
-	h->slots = arena_malloc((u64)capacity * sizeof(struct minheap_slot));
-	h->free = arena_malloc((u64)capacity * sizeof(u32));
+	h->entries = arena_malloc_call((u64)capacity * sizeof(struct minheap_entry));
+	h->slots = arena_malloc_call((u64)capacity * sizeof(struct minheap_slot));
+	h->free = arena_malloc_call((u64)capacity * sizeof(u32));
 	if (!h->entries || !h->slots || !h->free)
 		goto nomem;
 	/* Slots handed out from 0 up: free[] is a stack, its top at the end. */
@@ -185,10 +185,10 @@ __weak __noasan u64 minheap_create_addr(u32 capacity)
 nomem:
 	arena_stderr("minheap_create: out of memory for %u entries", capacity);
 	if (h) {
-		arena_free(h->entries);
-		arena_free(h->slots);
-		arena_free(h->free);
-		arena_free(h);
+		arena_free_call(h->entries);
+		arena_free_call(h->slots);
+		arena_free_call(h->free);
+		arena_free_call(h);
 	}
 	return 0;
 }
@@ -204,10 +204,10 @@ __weak __noasan int minheap_destroy(struct minheap __arena *h __arg_arena)
 		return ret;
 	h->magic = 0;
 	arena_spin_unlock(&h->lock);
-	arena_free(h->entries);
-	arena_free(h->slots);
-	arena_free(h->free);
-	return arena_free(h);
+	arena_free_call(h->entries);
+	arena_free_call(h->slots);
+	arena_free_call(h->free);
+	return arena_free_call(h);
 }
 
 __weak __noasan s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 key, u64 value)

@@ -34,12 +34,12 @@ __weak u64 mpmcq_create_addr(u32 capacity)
 	}
 	/* The next power of two, at least 2: the buddy allocator's orders do the same. */
 	size = capacity <= 2 ? 2 : 1u << arena_fls(capacity - 1);
-	q = arena_malloc(sizeof(*q));
-	cells = arena_malloc((u64)size * sizeof(*cells));
+	q = arena_malloc_call(sizeof(*q));
+	cells = arena_malloc_call((u64)size * sizeof(*cells));
 	if (!q || !cells) {
 		arena_stderr("mpmcq_create: out of memory for %u values", size);
-		arena_free(cells);
-		arena_free(q);
+		arena_free_call(cells);
+		arena_free_call(q);
 		return 0;
 	}
 	for (i = zero; i < size && can_loop; i++) {
@@ -47,8 +47,8 @@ __weak u64 mpmcq_create_addr(u32 capacity)
 		cells[i].val = 0;
 	}
 	if (i != size) {
-		arena_free(cells);
-		arena_free(q);
+		arena_free_call(cells);
+		arena_free_call(q);
 		return 0;
 	}
 	arena_memset(q, 0, sizeof(*q));
@@ -64,9 +64,9 @@ __weak int mpmcq_destroy(struct mpmcq __arena *q __arg_arena)
 	if (!queue_ok(__func__, q))
 		return -EINVAL;
 	q->magic = 0;
-	arena_free(q->cells);
+	arena_free_call(q->cells);
 	q->cells = NULL;
-	return arena_free(q);
+	return arena_free_call(q);
 }
 
 __weak int mpmcq_push(struct mpmcq __arena *q __arg_arena, u64 val)

@@ -369,7 +369,7 @@ __weak u64 rb_create_addr(enum rbtree_alloc alloc, enum rbtree_insert_mode inser
 			     " (RB_NOALLOC cannot have RB_UPDATE)" : "");
 		return 0;
 	}
-	t = arena_malloc(sizeof(*t));
+	t = arena_malloc_call(sizeof(*t));
 	if (!t) {
 		arena_stderr("rb_create: out of memory");
 		return 0;
@@ -423,7 +423,7 @@ __weak int rb_destroy(struct rbtree __arena *t __arg_arena)
 			p->right = NULL;
 		else
 			break;
-		arena_free(n);
+		arena_free_call(n);
 		t->nr_nodes--;
 		n = p;
 		if (++freed >= RB_DESTROY_MAX && t->root) {
@@ -435,7 +435,7 @@ __weak int rb_destroy(struct rbtree __arena *t __arg_arena)
 	if (n || t->root)
 		return BROKEN("rb_destroy", t);
 	t->magic = 0;
-	arena_free(t);
+	arena_free_call(t);
 	return 0;
 }
 

@@ -42,7 +42,7 @@ static __always_inline u64 arr_size(struct spmc_arr __arena *a)
 
 __weak u64 spmc_create_addr(void)
 {
-	struct spmc __arena *q = arena_malloc(sizeof(*q));
+	struct spmc __arena *q = arena_malloc_call(sizeof(*q));
 	u32 i;
 
 	if (!q) {
@@ -50,10 +50,10 @@ __weak u64 spmc_create_addr(void)
 		return 0;
 	}
 	arena_memset(q, 0, sizeof(*q));
-	q->arr[0].data = arena_malloc(SPMC_ARR_BASESZ * sizeof(u64));
+	q->arr[0].data = arena_malloc_call(SPMC_ARR_BASESZ * sizeof(u64));
 	if (!q->arr[0].data) {
 		arena_stderr("spmc_create: out of memory");
-		arena_free(q);
+		arena_free_call(q);
 		return 0;
 	}
 	for (i = zero; i < SPMC_ARR_ORDERS && can_loop; i++)
@@ -71,10 +71,10 @@ __weak int spmc_destroy(struct spmc __arena *q __arg_arena)
 		return -EINVAL;
 	q->magic = 0;
 	for (i = zero; i < SPMC_ARR_ORDERS && can_loop; i++) {
-		arena_free(q->arr[i & 15].data);
+		arena_free_call(q->arr[i & 15].data);
 		q->arr[i & 15].data = NULL;
 	}
-	return arena_free(q);
+	return arena_free_call(q);
 }
 
 /*
@@ -96,7 +96,7 @@ static __always_inline int grow(struct spmc __arena *q, struct spmc_arr __arena 
 	}
 	new = &q->arr[order & 15];
 	if (!new->data) {
-		new->data = arena_malloc(arr_size(new) * sizeof(u64));
+		new->data = arena_malloc_call(arr_size(new) * sizeof(u64));
 		if (!new->data) {
 			arena_stderr("spmc_owned_add: no memory to grow deque %llx to %llu slots",
 				     (u64)q, arr_size(new));

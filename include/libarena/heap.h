@@ -176,6 +176,22 @@ static __always_inline void __arena *arena_calloc(size_t n, size_t size)
 }
 
 /*
+ * arena_malloc() and arena_free() without their inlined fast paths: one call each. The
+ * same allocator and results, a little slower per call, and far less for the verifier
+ * to walk: for the paths that allocate seldom (set-up, growth, teardown), and for loops,
+ * where the verifier walks an inlined fast path again each round until its states match.
+ */
+static __always_inline void __arena *arena_malloc_call(size_t size)
+{
+	return (void __arena *)arena_malloc_addr(size);
+}
+
+static __always_inline int arena_free_call(void __arena *ptr)
+{
+	return arena_free_slow(ptr);
+}
+
+/*
  * ---- The layout as code: shared by the library and the inlined fast paths ----
  *
  * The arena lives at ARENA_USER_BASE (the arena map's map_extra; arena_heap_refill
