@@ -1030,10 +1030,8 @@ static __always_inline int init_one(struct buddy __arena *b)
 
 	/* Claimed first: two callers initialising one allocator cannot both go on. */
 	if (old == BUDDY_MAGIC || old == BUDDY_INITING ||
-	    cmpxchg(&b->magic, old, BUDDY_INITING) != old) {
-		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
+	    cmpxchg(&b->magic, old, BUDDY_INITING) != old)
 		return -EBUSY;
-	}
 	b->lock.state = 0;
 	b->lock.next = b->lock.timeouts = 0;
 	b->max_chunks = 0;
@@ -1053,11 +1051,10 @@ static __always_inline int init_one(struct buddy __arena *b)
 	b->stats.lazy_frees = b->stats.coalesces = 0;
 	b->stats.cache_refills = b->stats.cache_spills = 0;
 	cache_reset(b);
-	err = __buddy_add_chunk(b);
+	err = add_chunk(b);
 	if (err) {
 		/* Unclaimed after this attempt's stores: the next claimer's swap sees them. */
 		smp_store_release(&b->magic, 0);
-		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
 		return -ENOMEM;
 	}
 	/* Ready with its first chunk: the fields above are written before the magic. */
@@ -1065,7 +1062,13 @@ static __always_inline int init_one(struct buddy __arena *b)
 	return 0;
 }
 
-static __always_inline int default_ready(void);
+/* init_one as a step: it calls nothing of ours, so it may sit two frames down. */
+__weak int __buddy_init_one(struct buddy __arena *b __arg_arena)
+{
+	arena_subprog_init();
+	return init_one(b);
+}
+
 static __always_inline int default_destroy(bool quiet);
 
 /*
@@ -1075,12 +1078,19 @@ static __always_inline int default_destroy(bool quiet);
  */
 __weak int buddy_init(struct buddy __arena *b __arg_arena)
 {
+	int err;
+
 	arena_subprog_init();
 	if (!b)
 		return -EINVAL;
-	if (b == &buddy)
-		return default_ready();
-	return init_one(b);
+	err = b == &buddy ? __buddy_setup_default() : __buddy_init_one(b);
+	if (err == -EBUSY)
+		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
+	else if (err == -ENOMEM)
+		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
+	else if (err)
+		arena_stderr("buddy_init: allocator at %llx: %d", (u64)b, err);
+	return err;
 }
 
 static __always_inline int destroy_one(struct buddy __arena *b)

@@ -156,6 +156,8 @@ u32 arena_heap_class_size(u32 cls);
 
 /* The default allocator of arena_malloc: global functions returning scalars only. */
 u64 arena_malloc_addr(u64 size);
+/* arena_malloc_addr() for sizes the heaps serve, 1 .. HEAP_MEDIUM_MAX (see calls.c). */
+u64 arena_malloc_small_addr(u64 size);
 u64 arena_calloc_addr(u64 n, u64 size);
 int arena_free_slow(void __arena *ptr __arg_arena);
 /* Free what the sanitizer's quarantine holds back now (0 in the plain build): how many. */
@@ -183,6 +185,11 @@ static __always_inline void __arena *arena_calloc(size_t n, size_t size)
  */
 static __always_inline void __arena *arena_malloc_call(size_t size)
 {
+#if defined(__BPF__) && !defined(LIBARENA_ASAN)
+	/* A size known to be the heaps' (a constant, mostly): the heaps' call alone. */
+	if (__builtin_constant_p(size) && size && size <= HEAP_MEDIUM_MAX)
+		return (void __arena *)arena_malloc_small_addr(size);
+#endif
 	return (void __arena *)arena_malloc_addr(size);
 }
 
@@ -449,7 +456,7 @@ static __always_inline void __arena *arena_malloc(size_t size)
 	}
 	bpf_preempt_enable();
 	if (!addr)
-		addr = arena_malloc_addr(size);
+		addr = arena_malloc_small_addr(size);
 	return (void __arena *)addr;
 }
 

@@ -76,11 +76,25 @@ __weak u64 arena_buddy_addr(void)
 	return (u64)&buddy;
 }
 
-/* The default allocator, made ready if it is not (sleepable). */
-__weak int arena_buddy_setup(void)
+/*
+ * The default allocator, made ready if it is not: a step (it calls nothing of ours, and
+ * says nothing: its callers log), for arena_malloc's maintenance and reservations.
+ * Sleepable. 0 or -errno.
+ */
+__weak int __buddy_setup_default(void)
 {
 	arena_subprog_init();
 	return default_ready();
+}
+
+/* The same for programs (sleepable), with a log line when it fails. */
+__weak int arena_buddy_setup(void)
+{
+	int err = __buddy_setup_default();
+
+	if (err)
+		arena_stderr("arena_buddy_setup: the default allocator: no set-up: %d", err);
+	return err;
 }
 
 /* Whether the default allocator is ready, from any program. */
@@ -100,7 +114,10 @@ __weak int arena_buddy_reset(void *ctx)
 	err = default_destroy(true);
 	if (err && err != -EINVAL)
 		return err;
-	return default_ready();
+	err = default_ready();
+	if (err)
+		arena_stderr("arena_buddy_reset: the default allocator: no set-up: %d", err);
+	return err;
 }
 
 SEC("syscall")

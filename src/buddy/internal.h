@@ -68,6 +68,8 @@ int __buddy_cache_fill(struct buddy __arena *b __arg_arena, u64 addr);
 int __buddy_cache_flush(struct buddy __arena *b __arg_arena);
 /* Sleepable: they map or unmap pages. */
 int __buddy_add_chunk(struct buddy __arena *b __arg_arena);
+int __buddy_init_one(struct buddy __arena *b __arg_arena);
+int __buddy_setup_default(void);
 int __buddy_release_chunk(struct buddy __arena *b __arg_arena, u32 slot);
 
 /* The order of a block for size bytes (1 .. BUDDY_MAX_SIZE). */

@@ -62,22 +62,14 @@ static __always_inline u64 heap_alloc(struct arena_heap __arena *h, u32 cls)
 	return 0;
 }
 
-__weak u64 arena_malloc_addr(u64 size)
+/* A heap object for size bytes (with its redzone, asz: at most HEAP_MEDIUM_MAX). */
+static __always_inline u64 malloc_small(u64 size, u64 asz)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h;
-	u64 addr = 0, asz = size;
+	u64 addr = 0;
 	u32 cls;
 
-	arena_subprog_init();
-	if (!size) {
-		arena_stderr("arena_malloc: size 0");
-		return 0;
-	}
-	/* At least a redzone of slack after every object: p[size] is always poisoned. */
-	asz = asan_hook_redzone(size, ~0ull);
-	if (asz > HEAP_MEDIUM_MAX)
-		return malloc_large(size);
 	cls = __heap_class(asz);
 	h = heap_claim();
 	if (h) {
@@ -95,6 +87,40 @@ __weak u64 arena_malloc_addr(u64 size)
 	else
 		asan_hook_alloc(addr, size, class_size(cls));
 	return addr;
+}
+
+__weak u64 arena_malloc_addr(u64 size)
+{
+	u64 asz;
+
+	arena_subprog_init();
+	if (!size) {
+		arena_stderr("arena_malloc: size 0");
+		return 0;
+	}
+	/* At least a redzone of slack after every object: p[size] is always poisoned. */
+	asz = asan_hook_redzone(size, ~0ull);
+	if (asz > HEAP_MEDIUM_MAX)
+		return malloc_large(size);
+	return malloc_small(size, asz);
+}
+
+/*
+ * The same for sizes the heaps serve (1 .. HEAP_MEDIUM_MAX): what the inlined
+ * arena_malloc() calls when it knows the size is one, so that a program that allocates
+ * only such sizes never reaches the large sizes' allocator, and the verifier never walks
+ * it (a size beyond is refused: arena_malloc_addr() serves it).
+ */
+__weak u64 arena_malloc_small_addr(u64 size)
+{
+	u64 asz = asan_hook_redzone(size, ~0ull);
+
+	arena_subprog_init();
+	if (!size || asz > HEAP_MEDIUM_MAX) {
+		arena_stderr("arena_malloc: %llu bytes: not a size of the heaps", size);
+		return 0;
+	}
+	return malloc_small(size, asz);
 }
 
 /* Why a pointer cannot be freed, or NULL. */

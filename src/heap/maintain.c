@@ -7,7 +7,7 @@
 /* ---- maintenance: sleepable only ---- */
 
 /* Map a span of a kind (and its descriptor page, the first time): its index, or -errno. */
-static __noinline int span_new(u32 kind)
+static __always_inline int span_new(u32 kind)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp;
@@ -74,12 +74,8 @@ static __noinline int span_new(u32 kind)
 	return -ENOMEM;
 }
 
-/*
- * Give a span's pages back to the kernel and its slot to whoever maps next. Global: a
- * call inside the pool walk, checked inline at every round, would overflow the
- * verifier's jump history. Sleepable (maintenance only).
- */
-__weak int arena_heap_span_unmap(u32 s, u32 pages)
+/* Give a span's pages back to the kernel and its slot to whoever maps next. */
+static __always_inline int span_unmap(u32 s, u32 pages)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp = span_desc(s);
@@ -99,13 +95,20 @@ __weak int arena_heap_span_unmap(u32 s, u32 pages)
 	return 0;
 }
 
+/* The same as a call (heap.h), sleepable: maintenance's, and tests'. */
+__weak int arena_heap_span_unmap(u32 s, u32 pages)
+{
+	arena_subprog_init();
+	return span_unmap(s, pages);
+}
+
 /*
  * Give the pool's due spans back to the kernel (only trimmed ones unless may_unmap:
  * their pages cannot serve again). A span still on the trim stack, or being trimmed,
  * waits for the next pass: the trim walk reads its descriptor. The pool is held only
  * for the walk; the unmaps, slow, come after the rest is back. Returns how many went.
  */
-static __noinline int pool_purge(bool may_unmap)
+static __always_inline int pool_purge(bool may_unmap)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, i, next, trim, now = now_ms(), delay = READ_ONCE(g->purge_delay);
@@ -138,9 +141,9 @@ static __noinline int pool_purge(bool may_unmap)
 		sp = span_desc(s - 1);
 		next = sp->link;
 		if (READ_ONCE(sp->trim) == HEAP_TRIM_DONE)
-			arena_heap_span_unmap(s - 1, class_pages(sp->cls % HEAP_NR_CLASSES));
+			span_unmap(s - 1, class_pages(sp->cls % HEAP_NR_CLASSES));
 		else
-			arena_heap_span_unmap(s - 1, kind_pages(sp->kind & 1));
+			span_unmap(s - 1, kind_pages(sp->kind & 1));
 		s = next;
 	}
 	return gone.n;
@@ -151,7 +154,8 @@ static __noinline int pool_purge(bool may_unmap)
  * back to the incoming one, the rest to the pool, due at once (they waited already).
  * The owner meanwhile finds its reserve empty and takes from the pool: nothing is lost.
  */
-static __noinline u32 reserve_shed(struct arena_heap __arena *h, u32 kind, u32 target)
+static __always_inline u32 reserve_shed(struct arena_heap __arena *h, u32 kind,
+					u32 target)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, next, i, own = 0, in, in_done = 0, now = now_ms();
@@ -237,7 +241,7 @@ static __always_inline void trim_span(u32 s, struct arena_heap_span __arena *sp)
  * Give back the pages that spans taken since the last pass leave unused. The owner may
  * be retiring a span meanwhile: whoever moves it off HEAP_TRIM_PENDING first decides.
  */
-static __noinline int trim_spans(void)
+static __always_inline int trim_spans(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap_span __arena *sp;
@@ -280,7 +284,7 @@ static __noinline int trim_spans(void)
 	return n;
 }
 
-static __noinline int heap_create(u32 id)
+static __always_inline int heap_create(u32 id)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h = heap_at(id);
@@ -307,6 +311,65 @@ static __noinline int heap_create(u32 id)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+/*
+ * ---- maintenance's steps ----
+ *
+ * Each a global function that calls nothing of ours, verified once in a program: the
+ * passes (arena_heap_maintain, arena_heap_fill, arena_heap_reserve) are loops of calls
+ * to them, so the verifier's walk of a pass stays small, and a pass takes two frames
+ * below its caller. Sleepable.
+ */
+
+/* Create heap id, unless someone made (or is making) it: 0 or -ENOMEM. */
+__weak int __heap_create(u32 id)
+{
+	arena_subprog_init();
+	return heap_create(id % HEAP_MAX_HEAPS);
+}
+
+/* Map a span of a kind into h's incoming reserve: 0, or -ENOMEM, -EAGAIN (the push). */
+__weak int __heap_map_span(struct arena_heap __arena *h __arg_arena, u32 kind)
+{
+	int s;
+
+	arena_subprog_init();
+	s = span_new(kind & 1);
+	if (s < 0)
+		return -ENOMEM;
+	if (!stack_push(&h->reserve_in[kind & 1], &span_desc(s)->next, s + 1)) {
+		atomic_add(&arena_heap_global.lost_spans, 1);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* pool_take as a step: up to n spans of a kind from the pool for h. How many. */
+__weak int __heap_pool_take(struct arena_heap __arena *h __arg_arena, u32 kind, u32 n)
+{
+	arena_subprog_init();
+	return pool_take(h, kind & 1, n);
+}
+
+/* reserve_shed as a step: h's spares of a kind beyond target to the pool. How many. */
+__weak int __heap_reserve_shed(struct arena_heap __arena *h __arg_arena, u32 kind, u32 target)
+{
+	arena_subprog_init();
+	return reserve_shed(h, kind & 1, target);
+}
+
+/* trim_spans and pool_purge as steps. */
+__weak int __heap_trim_spans(void)
+{
+	arena_subprog_init();
+	return trim_spans();
+}
+
+__weak int __heap_pool_purge(u32 may_unmap)
+{
+	arena_subprog_init();
+	return pool_purge(may_unmap);
 }
 
 static __always_inline int global_ready(void)
@@ -336,21 +399,17 @@ static __always_inline int global_ready(void)
 
 /* Map n spans of a kind into h's incoming reserve. Sleepable. 0 or -errno. */
 static __always_inline int reserve_map(struct arena_heap __arena *h, u32 kind, u32 n,
-				  const char *who)
+				       const char *who)
 {
 	u32 j;
-	int s;
+	int err;
 
 	for (j = zero; j < n && can_loop; j++) {
-		s = span_new(kind);
-		if (s < 0) {
+		err = __heap_map_span(h, kind);
+		if (err == -ENOMEM)
 			arena_stderr("%s: no pages for a span", who);
-			return -ENOMEM;
-		}
-		if (!stack_push(&h->reserve_in[kind & 1], &span_desc(s)->next, s + 1)) {
-			atomic_add(&arena_heap_global.lost_spans, 1);
-			return -EAGAIN;
-		}
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -373,7 +432,7 @@ __weak int arena_heap_fill(u32 id)
 	if (id >= HEAP_MAX_HEAPS)
 		return -EINVAL;
 	if (READ_ONCE(h->magic) != HEAP_MAGIC) {
-		err = heap_create(id);
+		err = __heap_create(id);
 		if (err) {
 			arena_stderr("arena_heap_maintain: no page for heap %u", id);
 			return err;
@@ -400,13 +459,13 @@ __weak int arena_heap_fill(u32 id)
 		have = reserve_count(h, kind);
 		if (have > target) {
 			if (quiet)
-				reserve_shed(h, kind, target);
+				__heap_reserve_shed(h, kind, target);
 			else
 				due_at(since + delay);
 			continue;
 		}
 		if (have < target)
-			have += pool_take(h, kind, target - have);
+			have += __heap_pool_take(h, kind, target - have);
 		if (have >= target)
 			continue;
 		err = reserve_map(h, kind, target - have, "arena_heap_maintain");
@@ -426,9 +485,11 @@ static __always_inline int large_maintain(bool mapped)
 	u64 maps;
 	int err;
 
-	err = arena_buddy_setup();
-	if (err)
+	err = __buddy_setup_default();
+	if (err) {
+		arena_stderr("arena_heap_maintain: the large sizes' allocator: no set-up: %d", err);
 		return err;
+	}
 	b = (struct buddy __arena *)arena_buddy_addr();
 	if (keep < BUDDY_SPARE_CHUNKS)
 		keep = BUDDY_SPARE_CHUNKS;
@@ -461,7 +522,7 @@ static __always_inline int large_maintain(bool mapped)
  * side by side: after HEAP_MAINTAIN_WAIT_NS (a stuck flag, say) this one runs anyway.
  * True when this pass holds the flag.
  */
-static __noinline bool maintain_begin(void)
+static __always_inline bool maintain_begin(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 i, me = bpf_get_smp_processor_id() + 1, cur;
@@ -477,6 +538,13 @@ static __noinline bool maintain_begin(void)
 	}
 	atomic_add(&g->maintain_overlaps, 1);
 	return false;
+}
+
+/* One pass at a time (see maintain_begin()): true when this pass holds the flag. */
+__weak bool __heap_maintain_begin(void)
+{
+	arena_subprog_init();
+	return maintain_begin();
 }
 
 /*
@@ -497,11 +565,11 @@ __weak int arena_heap_maintain(void)
 		arena_stderr("%s: allocator state is being set up elsewhere", __func__);
 		return err;
 	}
-	alone = maintain_begin();
+	alone = __heap_maintain_begin();
 	/* Cleared first: a request made while we work brings us back. */
 	WRITE_ONCE(g->want, 0);
 	WRITE_ONCE(g->purge_due, 0);
-	trim_spans();
+	__heap_trim_spans();
 	n = READ_ONCE(g->nr_cpus) * HEAP_LEVELS;
 	for (id = zero; id < n && can_loop; id++) {
 		err = arena_heap_fill(id);
@@ -512,7 +580,7 @@ __weak int arena_heap_maintain(void)
 	err = large_maintain(mapped);
 	if (err > 0)
 		mapped += err;
-	pool_purge(!mapped);
+	__heap_pool_purge(!mapped);
 	if (mapped)
 		atomic_add(&g->refills, 1);
 out:
@@ -523,6 +591,34 @@ out:
 		smp_store_release(&g->maintaining, 0);
 	}
 	return err < 0 ? err : 0;
+}
+
+/*
+ * Spare chunks of the large sizes' allocator up to spares, mapped by a step each (not
+ * buddy_reserve(), a frame more). Sleepable. 0 or -errno, with a log line.
+ */
+static __always_inline int large_reserve(u64 spares, const char *who)
+{
+	struct buddy __arena *b;
+	int err;
+	u32 i;
+
+	err = __buddy_setup_default();
+	if (err) {
+		arena_stderr("%s: the large sizes' allocator: no set-up: %d", who, err);
+		return err;
+	}
+	b = (struct buddy __arena *)arena_buddy_addr();
+	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
+		if (READ_ONCE(b->stats.chunks_spare) >= spares)
+			return 0;
+		err = __buddy_add_chunk(b);
+		if (err) {
+			arena_stderr("%s: no chunk for the large sizes: %d", who, err);
+			return err;
+		}
+	}
+	return -E2BIG;
 }
 
 /*
@@ -559,11 +655,8 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 				     count, size);
 			return -E2BIG;
 		}
-		err = arena_buddy_setup();
-		if (!err)
-			err = buddy_reserve((struct buddy __arena *)arena_buddy_addr(), spans);
 		g->large_since = 0;
-		return err;
+		return large_reserve(spans, __func__);
 	}
 	h = heap_at(cpu * HEAP_LEVELS);
 	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS ||
@@ -587,7 +680,7 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 	have = reserve_count(h, kind);
 	if (have >= want)
 		return 0;
-	got = pool_take(h, kind, want - have);
+	got = __heap_pool_take(h, kind, want - have);
 	if (have + got >= want)
 		return 0;
 	return reserve_map(h, kind, want - have - got, "arena_heap_reserve");
@@ -595,15 +688,19 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 
 /*
  * Sleepable programs only (it reaches the page kfuncs): arena_malloc, and when the
- * reserve is empty, refill it here and try again instead of failing.
+ * reserve is empty, make room here and try again instead of failing: this CPU's heap
+ * filled (created first if need be) and room reserved for the object, or for the large
+ * sizes a chunk mapped. Not a whole maintenance pass: that would take a frame more.
  */
 __weak u64 arena_malloc_sleepable_addr(u64 size)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
+	u32 cpu = bpf_get_smp_processor_id();
 	bool reserved = false;
 	u64 addr;
 	int i;
 
+	arena_subprog_init();
 	for (i = zero; i < 3 && can_loop; i++) {
 		if (size > HEAP_MEDIUM_MAX || READ_ONCE(g->magic) == HEAP_GLOBAL_MAGIC) {
 			addr = arena_malloc_addr(size);
@@ -615,7 +712,8 @@ __weak u64 arena_malloc_sleepable_addr(u64 size)
 				continue;
 			}
 		}
-		if (arena_heap_maintain())
+		if (global_ready() || cpu >= READ_ONCE(g->nr_cpus) ||
+		    arena_heap_fill(cpu * HEAP_LEVELS) < 0)
 			return 0;
 	}
 	return 0;

@@ -92,7 +92,7 @@ static __always_inline u64 pool_grab(void)
  * refill from it before they map. The owner, with its reserves empty, takes one span
  * by pool_pop instead, so a burst that follows a burst of frees needs no maintenance.
  */
-static __noinline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
+static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 s, next, i, trim, left = n, got, got_first = 0, got_last = 0;
