@@ -276,36 +276,36 @@ static __always_inline u64 alloc_locked(struct buddy __arena *b, u32 order, u32 
 }
 
 /*
- * Merge the free block at chunk + off of order o with its free buddies and put the
- * result on its list. With may_defer, a buddy that is the only block of its order's list
+ * Merge the free block x of order o with its free buddies and put the result on its
+ * list (on absolute addresses: fewer values live, less stack). With may_defer, a buddy that is the only block of its order's list
  * stays apart (see buddy.h).
  */
-static __always_inline void merge_push(struct buddy __arena *b, u64 chunk, u64 off, u32 o,
+static __always_inline void merge_push(struct buddy __arena *b, u64 x, u32 o,
 				       bool may_defer)
 {
-	struct buddy_header __arena *f;
 	bool lazy = false;
 	u64 mate;
 
 	while (o < BUDDY_MAX_ORDER && can_loop) {
-		mate = chunk + (off ^ ((u64)BUDDY_MIN_SIZE << o));
+		/* Chunks are aligned to their size: a buddy differs in one address bit. */
+		mate = x ^ ((u64)BUDDY_MIN_SIZE << o);
 		if (meta_get(mate) != (BUDDY_META_FREE | o))
 			break;
-		f = (struct buddy_header __arena *)mate;
-		if (may_defer && b->free_head[o & BUDDY_META_ORDER] == mate && !f->next) {
+		if (may_defer && b->free_head[o & BUDDY_META_ORDER] == mate &&
+		    !((struct buddy_header __arena *)mate)->next) {
 			lazy = true;
 			break;
 		}
 		if (list_unlink(b, o, mate))
 			break;
 		meta_set(mate, 0);
-		off &= ~((u64)BUDDY_MIN_SIZE << o);
+		x &= ~((u64)BUDDY_MIN_SIZE << o);
 		o++;
 	}
-	meta_set(chunk + off, BUDDY_META_FREE | o);
-	list_push(b, o, chunk + off);
+	meta_set(x, BUDDY_META_FREE | o);
+	list_push(b, o, x);
 	if (lazy) {
-		b->lazy[o & BUDDY_META_ORDER] = BUDDY_LAZY(chunk + off, o);
+		b->lazy[o & BUDDY_META_ORDER] = BUDDY_LAZY(x, o);
 		b->lazy_mask |= 1u << (o & BUDDY_META_ORDER);
 		b->stats.lazy_frees++;
 	}
@@ -337,8 +337,7 @@ static __always_inline bool coalesce_one(struct buddy __arena *b, u32 pass)
 	    meta_get(x ^ ((u64)BUDDY_MIN_SIZE << o)) == (BUDDY_META_FREE | o) &&
 	    !list_unlink(b, o, x)) {
 		meta_set(x, 0);
-		merge_push(b, chunk_addr(slot_of(x) & (BUDDY_NR_SLOTS - 1)),
-			   x & (BUDDY_CHUNK_SIZE - 1), o, false);
+		merge_push(b, x, o, false);
 	}
 	return b->lazy_mask;
 }
@@ -364,37 +363,36 @@ static __always_inline u32 take_chunk(struct buddy __arena *b, u32 slot)
 }
 
 /*
- * Free a block, merging it with free buddies. Returns 0 or a BAD_* reason. When the
- * whole chunk ends up free and spares are plentiful, its slot + 1 is left in *release:
- * the caller merges what is apart and takes the chunk out to give it back.
+ * Free a block, merging it with free buddies. Returns 0 or -(BUDDY_BAD + reason). When
+ * the whole chunk ends up free and spares are plentiful, its slot + 1: the caller merges
+ * what is apart and takes the chunk out to give it back. (Through the return value, not
+ * a pointer: a local whose address is taken would sit on the stack of every caller.)
  */
-static __always_inline int free_locked(struct buddy __arena *b, u64 addr, u32 *release,
-				  u32 flags)
+static __always_inline s64 free_locked(struct buddy __arena *b, u64 addr, u32 flags)
 {
 	u32 slot = slot_of(addr) & (BUDDY_NR_SLOTS - 1), o;
-	u64 chunk = chunk_addr(slot), off;
 	u8 m;
 
 	if (buddy_registry.owner[slot] != (u64)b)
-		return BUDDY_BAD_FOREIGN;
+		return -(BUDDY_BAD + BUDDY_BAD_FOREIGN);
 	if (addr & (BUDDY_MIN_SIZE - 1))
-		return BUDDY_BAD_MISALIGNED;
+		return -(BUDDY_BAD + BUDDY_BAD_MISALIGNED);
 	m = meta_get(addr);
 	/* A cached block is free to its program, but the deferred list's to give back. */
 	if ((m & BUDDY_META_FREE) || ((m & BUDDY_META_CACHED) && !(flags & BUDDY_FREE_DEFERRED)))
-		return BUDDY_BAD_DOUBLE_FREE;
+		return -(BUDDY_BAD + BUDDY_BAD_DOUBLE_FREE);
 	if (!(m & (BUDDY_META_USED | BUDDY_META_CACHED)))
-		return BUDDY_BAD_INTERIOR;
+		return -(BUDDY_BAD + BUDDY_BAD_INTERIOR);
 	o = m & BUDDY_META_ORDER;
-	off = addr - chunk;
-	if ((m & BUDDY_META_CARVED) || (off & (((u64)BUDDY_MIN_SIZE << o) - 1)))
-		return BUDDY_BAD_METADATA;
+	/* Chunks are aligned to their size: so is every block, in the address itself. */
+	if ((m & BUDDY_META_CARVED) || (addr & (((u64)BUDDY_MIN_SIZE << o) - 1)))
+		return -(BUDDY_BAD + BUDDY_BAD_METADATA);
 	/* A free into a CPU's cache may race with this one (a double free): one wins. */
 	if (!meta_swap(addr, m, 0))
-		return BUDDY_BAD_DOUBLE_FREE;
+		return -(BUDDY_BAD + BUDDY_BAD_DOUBLE_FREE);
 	b->stats.blocks_in_use[o]--;
 	b->stats.frees++;
-	merge_push(b, chunk, off, o, true);
+	merge_push(b, addr, o, true);
 
 	/* A period ends: the peak becomes the most in use during it. */
 	if (!(b->stats.frees % BUDDY_PEAK_PERIOD)) {
@@ -403,18 +401,18 @@ static __always_inline int free_locked(struct buddy __arena *b, u64 addr, u32 *r
 	}
 	/* (A count of 0 here is user space's doing: the chunk stays in use, leaked.) */
 	if (buddy_registry.in_use[slot] && !--buddy_registry.in_use[slot]) {
-		/* Enough spares already: this chunk goes back to the kernel. */
-		if (!(flags & BUDDY_FREE_KEEP_SPARE) && b->stats.chunks_spare >= BUDDY_SPARE_CHUNKS &&
-		    b->stats.chunks_spare >= b->stats.chunks_peak)
-			*release = slot + 1;
 		b->stats.chunks_spare++;
+		/* Enough spares already: this chunk goes back to the kernel. */
+		if (!(flags & BUDDY_FREE_KEEP_SPARE) && b->stats.chunks_spare > BUDDY_SPARE_CHUNKS &&
+		    b->stats.chunks_spare > b->stats.chunks_peak)
+			return slot + 1;
 	}
 	return 0;
 }
 
 /*
  * Push a chain of blocks (first .. last, linked through their first words, each looking
- * allocated by b) on the deferred list, for the lock's next holder to free. Each failed
+ * allocated by b) on the deferred list, for the next allocation to free. Each failed
  * swap is another CPU's successful push or drain, so the loop ends long before its
  * budget does; false if it ever did not.
  */
@@ -432,7 +430,7 @@ static __always_inline bool defer_chain(struct buddy __arena *b, u64 first, u64 
 }
 
 /*
- * A free that timed out on the lock: push the block for the lock's next holder. Only a
+ * A free that timed out on the lock: push the block for the next allocation. Only a
  * block that looks allocated by b (its chunk, its metadata) is taken; the holder checks
  * it again. False when it does not look like one, or the push gave up.
  */
@@ -469,7 +467,6 @@ static __always_inline bool defer_free(struct buddy __arena *b, u64 addr)
 static __always_inline void drain_deferred(struct buddy __arena *b)
 {
 	u64 addr = xchg(&b->deferred, 0), next;
-	u32 release = 0;
 
 	while (addr && can_loop) {
 		if (!in_window(addr)) {
@@ -477,7 +474,7 @@ static __always_inline void drain_deferred(struct buddy __arena *b)
 			return;
 		}
 		next = *(u64 __arena *)addr;
-		if (free_locked(b, addr, &release, BUDDY_FREE_KEEP_SPARE | BUDDY_FREE_DEFERRED))
+		if (free_locked(b, addr, BUDDY_FREE_KEEP_SPARE | BUDDY_FREE_DEFERRED))
 			b->stats.bad_calls++;
 		addr = next;
 	}
@@ -598,7 +595,7 @@ static __always_inline int cache_put(struct buddy __arena *b, u64 addr)
 
 /*
  * This CPU's cache is full of addr's size: give the first BUDDY_CACHE_BATCH of them back,
- * pushed as one chain on the deferred list, which the lock's next holder frees (cached
+ * pushed as one chain on the deferred list, which the next allocation frees (cached
  * blocks are the allocator's: its checks pass them there). How many went; none when
  * someone has the cache or the push gave up (then they stay). A link that does not lead
  * to a cached block drops the list, as cache_alloc() does.
@@ -682,8 +679,8 @@ static __always_inline void cache_fill(struct buddy __arena *b, u64 addr)
 
 /*
  * Give back what every CPU's cache holds, each list pushed whole (head to tail) on the
- * deferred list; a cache someone has right now keeps its blocks. How many went. One
- * loop over every CPU and order: nested ones are too much for 6.12's verifier.
+ * deferred list; a cache someone has right now keeps its blocks. How many went. One loop over every CPU and order:
+ * nested ones are too much for 6.12's verifier.
  */
 static __always_inline u32 cache_flush(struct buddy __arena *b)
 {
@@ -903,18 +900,17 @@ __weak s64 __buddy_take_chunk(struct buddy __arena *b __arg_arena, u32 slot)
  */
 __weak s64 __buddy_put(struct buddy __arena *b __arg_arena, u64 addr, u32 flags)
 {
-	u32 release = 0;
-	int bad;
+	s64 ret;
 
 	arena_subprog_init();
-	bad = buddy_lock(b);
-	if (bad)
-		return bad;
-	bad = free_locked(b, addr, &release, flags);
-	if (bad)
+	ret = buddy_lock(b);
+	if (ret)
+		return ret;
+	ret = free_locked(b, addr, flags);
+	if (ret < 0)
 		b->stats.bad_calls++;
 	buddy_unlock(b);
-	return bad ? -(s64)(BUDDY_BAD + bad) : (s64)release;
+	return ret;
 }
 
 /*

@@ -514,13 +514,14 @@ static __always_inline __noasan int write_op(struct hmap __arena *m, u64 key, u6
 }
 
 static __always_inline __noasan int grow(struct hmap __arena *m);
+static __always_inline __noasan int grow_failed(struct hmap __arena *m, int ret);
 
 /* An insert that wants the table doubled: it was done, whatever the doubling does. */
 static __always_inline __noasan int after_insert(struct hmap __arena *m, int ret)
 {
 	if (ret != WANTS_GROWTH)
 		return ret;
-	grow(m);
+	grow_failed(m, grow(m));
 	return 0;
 }
 
@@ -755,6 +756,40 @@ __weak __noasan int __hmap_link_region(struct hmap __arena *m __arg_arena, u32 b
 }
 
 /*
+ * The doubling from 2^bits buckets, once its new level's blocks are there (from block
+ * first on, block_size sentinels each; nothing new when m->pending says a doubling cut
+ * short is resumed): the sentinels filled, then linked region by region. A step of its
+ * own, so that grow()'s callers walk a call, not its loops. 0, -E2BIG (the sentinels
+ * could not be filled: the caller frees the blocks), -ETIMEDOUT, -EAGAIN or -EFAULT.
+ */
+__weak __noasan int __hmap_grow_level(struct hmap __arena *m __arg_arena, u32 bits, u32 first,
+				      u32 block_size)
+{
+	u32 s;
+	int ret;
+
+	arena_subprog_init();
+	if (!m->pending) {
+		if (__hmap_init_level(m, first, block_size, bits + 1, bits))
+			return -E2BIG;
+		m->level_block[(bits + 1 - m->base_bits) % (HMAP_MAX_BITS + 1)] = first;
+		m->pending = bits + 1 - m->base_bits;
+	}
+	for (s = zero; s < HMAP_STRIPES && can_loop; s++) {
+		ret = __hmap_link_region(m, bits, s);
+		if (ret)
+			return ret;
+	}
+	if (s != HMAP_STRIPES)
+		return -EAGAIN;
+	/* Every sentinel linked: readers and writers may use the new buckets. */
+	smp_store_release(&m->bits, bits + 1);
+	m->pending = 0;
+	m->grows++;
+	return 0;
+}
+
+/*
  * Double the table: one caller at a time (-EBUSY for the others). 0; -ENOMEM when its
  * memory could not be had (an insert's next try waits HMAP_GROW_RETRY_NS); -ETIMEDOUT
  * when a region's lock could not be had (the next call resumes); -E2BIG at HMAP_MAX_BITS.
@@ -763,7 +798,7 @@ __weak __noasan int __hmap_link_region(struct hmap __arena *m __arg_arena, u32 b
  */
 static __always_inline __noasan int grow(struct hmap __arena *m)
 {
-	u32 s, bits;
+	u32 bits, first = 0, block_size = 0;
 	int ret = 0;
 
 	if (cmpxchg(&m->growing, 0, 1) != 0)
@@ -774,29 +809,20 @@ static __always_inline __noasan int grow(struct hmap __arena *m)
 		goto out;
 	}
 	if (!m->pending) {
-		ret = make_level(m, bits + 1 - m->base_bits, bits + 1, bits);
-		if (ret) {
+		/* The new level's memory, from this frame; the rest is a step. */
+		first = m->nr_blocks;
+		block_size = alloc_blocks(m, 1u << bits);
+		if (!block_size) {
+			/* The callers say so (grow_failed()): not from here, inside their loops. */
 			m->grow_failures++;
 			WRITE_ONCE(m->grow_after_ns, bpf_ktime_get_ns() + HMAP_GROW_RETRY_NS);
-			arena_stderr("hmap: cannot grow map %llx to %u buckets: out of memory",
-				     (u64)m, 2u << bits);
+			ret = -ENOMEM;
 			goto out;
 		}
-		m->pending = bits + 1 - m->base_bits;
 	}
-	for (s = zero; s < HMAP_STRIPES && can_loop; s++) {
-		ret = __hmap_link_region(m, bits, s);
-		if (ret)
-			goto out;
-	}
-	if (s != HMAP_STRIPES) {
-		ret = -EAGAIN;
-		goto out;
-	}
-	/* Every sentinel linked: readers and writers may use the new buckets. */
-	smp_store_release(&m->bits, bits + 1);
-	m->pending = 0;
-	m->grows++;
+	ret = __hmap_grow_level(m, bits, first, block_size);
+	if (ret == -E2BIG)
+		free_blocks(m, first);	/* its sentinels could not be filled */
 out:
 	if (ret == -EFAULT)
 		arena_stderr("hmap: map %llx is damaged: no doubling", (u64)m);
@@ -805,11 +831,20 @@ out:
 	return ret;
 }
 
+/* A doubling that found no memory, logged: ret. */
+static __always_inline __noasan int grow_failed(struct hmap __arena *m, int ret)
+{
+	if (ret == -ENOMEM)
+		arena_stderr("hmap: cannot grow map %llx to %llu buckets: out of memory", (u64)m,
+			     2ull << map_bits(m->bits, m->base_bits));
+	return ret;
+}
+
 __weak __noasan int hmap_grow(struct hmap __arena *m __arg_arena)
 {
 	if (!map_ok(__func__, m))
 		return -EINVAL;
-	return grow(m);
+	return grow_failed(m, grow(m));
 }
 
 __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacity)
@@ -837,8 +872,8 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		 * arena_malloc() calls find it.
 		 */
 		nr = 1ull << bits;
-		ret = arena_heap_reserve(nr < BLOCK_SIZE ? nr * sizeof(struct hmap_node) :
-					 HMAP_BLOCK_BYTES, nr < BLOCK_SIZE ? 1 : nr / BLOCK_SIZE);
+		ret = arena_heap_reserve_small(nr < BLOCK_SIZE ? nr * sizeof(struct hmap_node) :
+					       HMAP_BLOCK_BYTES, nr < BLOCK_SIZE ? 1 : nr / BLOCK_SIZE);
 		if (ret)
 			return ret;
 		ret = grow(m);
@@ -850,7 +885,7 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		if ((ret == -ENOMEM || ret == -EBUSY) && ++tries < HMAP_RESERVE_TRIES)
 			continue;
 		if (ret)
-			return ret;
+			return grow_failed(m, ret);
 	}
 	/* The doublings of this call or another, as hmap_grow() released them. */
 	if (map_bits(smp_load_acquire(&m->bits), m->base_bits) < want)
@@ -860,7 +895,7 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 	pieces = (u64)HMAP_LOAD << HMAP_MAX_BITS;	/* as many as the largest table is for */
 	if (capacity < pieces)
 		pieces = capacity;
-	return pieces > nr ? arena_heap_reserve(sizeof(struct hmap_node), pieces - nr) : 0;
+	return pieces > nr ? arena_heap_reserve_small(sizeof(struct hmap_node), pieces - nr) : 0;
 }
 
 __weak __noasan u64 hmap_create_addr(u32 capacity)

@@ -474,15 +474,16 @@ int test_buddy_bad_input(struct arena_test_ctx *ctx)
 
 /*
  * A free that times out on the lock loses nothing: the block waits on the allocator's
- * deferred list and the lock's next holder frees it (a size the CPU caches do not take,
- * which would never wait for the lock). The test holds the lock itself, as
+ * deferred list and the next allocation frees it first (a size the CPU caches do not
+ * take, which would never wait for the lock). Frees leave the list alone: draining it
+ * would take them past the stack arena_free() promises. The test holds the lock itself, as
  * a holder whose vCPU the host descheduled would: the free waits BUDDY_LOCK_PATIENCE_NS
  * before it defers.
  */
 SEC("syscall")
 int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 {
-	u64 p, q, used, t0, t1;
+	u64 p, q, r, used, t0, t1;
 	u32 waits;
 	int ret, again;
 
@@ -504,9 +505,15 @@ int test_buddy_lock_timeout_defers_free(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(tb.stats.deferred_frees, 1);
 	ARENA_ASSERT_EQ(tb.deferred, p);
 	ARENA_ASSERT_EQ(blocks_in_use(&tb), used);		/* not freed yet */
-	/* The next call that takes the lock frees it first. */
+	/* A free leaves it waiting; the next allocation frees it first. */
 	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)q), 0);
+	ARENA_ASSERT_EQ(tb.deferred, p);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), used - 1);
+	r = (u64)buddy_alloc(&tb, LAZY_SIZE);
+	ARENA_ASSERT(r);
 	ARENA_ASSERT_EQ(tb.deferred, 0);
+	ARENA_ASSERT_EQ(blocks_in_use(&tb), used - 1);	/* p freed, r taken */
+	ARENA_ASSERT_EQ(buddy_free(&tb, (void __arena *)r), 0);
 	ARENA_ASSERT_EQ(blocks_in_use(&tb), used - 2);
 	ARENA_ASSERT_EQ(tb.stats.bad_calls, 0);
 	/*

@@ -504,7 +504,7 @@ struct buddy_stats {
  * refilled with one block of BUDDY_CACHE_BATCH blocks' size, cut up; a full one
  * (BUDDY_CACHE_CAP(order) blocks: BUDDY_CACHE_BYTES of them, or BUDDY_CACHE_MAX when
  * that is more) gives BUDDY_CACHE_BATCH of them back through the deferred list, which
- * the lock's next holder frees. So a CPU holds at most 640 KiB in its cache, and a
+ * the next allocation frees. So a CPU holds at most 640 KiB in its cache, and a
  * program that keeps a few hundred small blocks out at a time cycles them through its
  * cache without the lock. Cached blocks count as in use in
  * the statistics and in their chunks (they are the allocator's, not free on a list);
@@ -543,8 +543,8 @@ struct buddy {
 	u64 period_peak;			/* most chunks in use in this period */
 	/*
 	 * Blocks whose free timed out on the lock (a holder's vCPU descheduled for 250 ms):
-	 * a lock-free stack linked through the blocks' first words, freed by the lock's
-	 * next holder. So a free never loses its block.
+	 * a lock-free stack linked through the blocks' first words, freed by the next
+	 * allocation (or flush, trim, maintenance). So a free never loses its block.
 	 */
 	u64 deferred;
 	u64 lazy[BUDDY_ORDERS];			/* a block of each order's pair apart | order */

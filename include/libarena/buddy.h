@@ -18,7 +18,7 @@
  *   buddy_flush_caches(b)    any program: give every CPU's cached blocks back to the
  *                            lists (those of a cache in use right now stay); returns
  *                            how many went, -EINVAL, or -ETIMEDOUT (they then wait
- *                            on the deferred list, for the lock's next holder)
+ *                            on the deferred list, for the next allocation)
  *
  * arena_malloc() and friends live in heap.h: the fast allocator serves small and medium
  * sizes and the default buddy allocator (the global buddy, below) the larger ones.

@@ -128,6 +128,8 @@ int arena_heap_span_unmap(u32 s, u32 pages);	/* maintenance's, sleepable */
  * build leaves unused goes back after the purge delay. 0, or -errno with a log line.
  */
 int arena_heap_reserve(u64 size, u64 count);
+/* The same for sizes up to HEAP_MEDIUM_MAX: less for the verifier (no large sizes). */
+int arena_heap_reserve_small(u64 size, u64 count);
 int arena_heap_collect_cpu(void);
 /*
  * Objects arena_malloc handed out that arena_free has not taken back, over every heap

@@ -184,9 +184,10 @@ static __always_inline s64 buddy_take_block(struct buddy __arena *b, u32 order, 
 }
 
 /*
- * Free a block of b under its lock, the deferred frees first, waiting while the patience
- * lasts; when the lock stays busy, the block waits on the deferred list for its next
- * holder (BUDDY_PUT_DEFERRED). 0, the slot + 1 of a chunk left entirely free that may go
+ * Free a block of b under its lock, waiting while the patience lasts; when the lock stays
+ * busy, the block waits on the deferred list (BUDDY_PUT_DEFERRED), which the next
+ * allocation drains (buddy_take_block()), as do flushes, trims and maintenance. Not a
+ * free: its chain stays within the stack arena_free() promises. 0, the slot + 1 of a chunk left entirely free that may go
  * back (without BUDDY_FREE_KEEP_SPARE), -(BUDDY_BAD + reason), or -ETIMEDOUT.
  */
 static __always_inline s64 buddy_put_block(struct buddy __arena *b, u64 addr, u32 flags)
@@ -196,9 +197,7 @@ static __always_inline s64 buddy_put_block(struct buddy __arena *b, u64 addr, u3
 	u32 i;
 
 	for (i = zero; i < BUDDY_LOCK_MAX_WAITS && can_loop; i++) {
-		ret = READ_ONCE(b->deferred) ? __buddy_drain(b) : 0;
-		if (!ret)
-			ret = __buddy_put(b, addr, flags);
+		ret = __buddy_put(b, addr, flags);
 		if (!buddy_wait_more(start, ret))
 			break;
 	}

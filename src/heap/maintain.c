@@ -476,6 +476,53 @@ __weak int arena_heap_fill(u32 id)
 	return mapped;
 }
 
+/*
+ * Spare chunks of the large sizes' allocator up to spares, mapped by a step each (not
+ * buddy_reserve(), a frame more). Sleepable. 0 or -errno, with a log line.
+ */
+static __always_inline int large_reserve(u64 spares, const char *who)
+{
+	struct buddy __arena *b;
+	int err;
+	u32 i;
+
+	err = __buddy_setup_default();
+	if (err) {
+		arena_stderr("%s: the large sizes' allocator: no set-up: %d", who, err);
+		return err;
+	}
+	b = (struct buddy __arena *)arena_buddy_addr();
+	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
+		if (READ_ONCE(b->stats.chunks_spare) >= spares)
+			return 0;
+		err = __buddy_add_chunk(b);
+		if (err) {
+			arena_stderr("%s: no chunk for the large sizes: %d", who, err);
+			return err;
+		}
+	}
+	return -E2BIG;
+}
+
+/*
+ * Give the large sizes' allocator's spare chunks beyond keep back to the kernel: the
+ * pairs apart merged, then a chunk at a time, by steps (not buddy_trim_keep(), whose
+ * flush of the CPUs' caches and drain serve small blocks, which arena_malloc never
+ * takes from it; the next allocation drains what waits). Sleepable.
+ */
+static __always_inline void large_trim(struct buddy __arena *b, u32 keep)
+{
+	s64 slot;
+	u32 i;
+
+	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
+		slot = buddy_patiently(b, buddy_coalesce(b) ?: __buddy_take_spare(b, 0, keep));
+		if (slot <= 0)
+			break;
+		__buddy_release_chunk(b, slot - 1);
+	}
+}
+
 /* Spare chunks of the large sizes' allocator: kept to reserve_large, never churned. */
 static __always_inline int large_maintain(bool mapped)
 {
@@ -501,7 +548,7 @@ static __always_inline int large_maintain(bool mapped)
 			g->large_allocs_seen = allocs;
 		}
 		if (!mapped && (s32)(now - g->large_since - READ_ONCE(g->purge_delay)) >= 0) {
-			buddy_trim_keep(b, keep);
+			large_trim(b, keep);
 			g->large_since = 0;
 		} else {
 			due_at(g->large_since + READ_ONCE(g->purge_delay));
@@ -510,7 +557,7 @@ static __always_inline int large_maintain(bool mapped)
 	}
 	g->large_since = 0;
 	maps = READ_ONCE(b->stats.map_calls);
-	err = buddy_reserve(b, READ_ONCE(g->reserve_large));
+	err = large_reserve(READ_ONCE(g->reserve_large), "arena_heap_maintain");
 	if (err < 0)
 		return err;
 	return READ_ONCE(b->stats.map_calls) != maps;
@@ -594,43 +641,51 @@ out:
 }
 
 /*
- * Spare chunks of the large sizes' allocator up to spares, mapped by a step each (not
- * buddy_reserve(), a frame more). Sleepable. 0 or -errno, with a log line.
- */
-static __always_inline int large_reserve(u64 spares, const char *who)
-{
-	struct buddy __arena *b;
-	int err;
-	u32 i;
-
-	err = __buddy_setup_default();
-	if (err) {
-		arena_stderr("%s: the large sizes' allocator: no set-up: %d", who, err);
-		return err;
-	}
-	b = (struct buddy __arena *)arena_buddy_addr();
-	for (i = zero; i < BUDDY_NR_SLOTS && can_loop; i++) {
-		if (READ_ONCE(b->stats.chunks_spare) >= spares)
-			return 0;
-		err = __buddy_add_chunk(b);
-		if (err) {
-			arena_stderr("%s: no chunk for the large sizes: %d", who, err);
-			return err;
-		}
-	}
-	return -E2BIG;
-}
-
-/*
  * Room on this CPU for count objects of size bytes (see heap.h). Sleepable. Large sizes
  * are the buddy's: its spare chunks are raised to what the objects need.
  */
-__weak int arena_heap_reserve(u64 size, u64 count)
+/* The heaps' part of arena_heap_reserve: size (with its redzone) a heap size. */
+static __always_inline int reserve_small(u64 size, u64 count, const char *who)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 cpu = bpf_get_smp_processor_id(), cls, kind, per, have, want, got;
 	struct arena_heap __arena *h;
 	u64 spans;
+
+	h = heap_at(cpu * HEAP_LEVELS);
+	/* A CPU with a heap to be: created here if maintenance has not yet. */
+	if (cpu < READ_ONCE(g->nr_cpus) && cpu < HEAP_MAX_CPUS &&
+	    READ_ONCE(h->magic) != HEAP_MAGIC)
+		__heap_create(cpu * HEAP_LEVELS);
+	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS ||
+	    READ_ONCE(h->magic) != HEAP_MAGIC) {
+		arena_stderr("%s: CPU %u has no heap (run arena_heap_refill)", who, cpu);
+		return -ENOENT;
+	}
+	cls = __heap_class(size) % HEAP_NR_CLASSES;
+	kind = cls >= HEAP_NR_SMALL;
+	per = HEAP_KIND_SPAN(kind) / class_size(cls);
+	spans = (count + per - 1) / per;
+	if (spans > HEAP_NR_SPANS) {
+		arena_stderr("%s: %llu objects of %llu bytes: too many", who, count, size);
+		return -E2BIG;
+	}
+	/* A fresh reservation is not a quiet heap's spare. */
+	h->quiet_since = now_ms() | 1;
+	want = spans + heap_target(h, kind);
+	have = reserve_count(h, kind);
+	if (have >= want)
+		return 0;
+	got = __heap_pool_take(h, kind, want - have);
+	if (have + got >= want)
+		return 0;
+	return reserve_map(h, kind, want - have - got, who);
+}
+
+__weak int arena_heap_reserve(u64 size, u64 count)
+{
+	struct arena_heap_global __arena *g = &arena_heap_global;
+	u64 spans, per;
 	int err;
 
 	arena_subprog_init();
@@ -646,75 +701,54 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 		return err;
 	/* arena_malloc asks for the redzone too: room for objects of that size. */
 	size = asan_hook_redzone(size, BUDDY_MAX_SIZE);
-	if (size > HEAP_MEDIUM_MAX) {
-		per = BUDDY_CHUNK_SIZE >> (64 - __builtin_clzll((size - 1) | 15));
-		per = per ? per : 1;
-		spans = (count + per - 1) / per + READ_ONCE(g->reserve_large);
-		if (spans > BUDDY_NR_SLOTS) {
-			arena_stderr("%s: %llu objects of %llu bytes: too many", __func__,
-				     count, size);
-			return -E2BIG;
-		}
-		g->large_since = 0;
-		return large_reserve(spans, __func__);
-	}
-	h = heap_at(cpu * HEAP_LEVELS);
-	if (cpu >= READ_ONCE(g->nr_cpus) || cpu >= HEAP_MAX_CPUS ||
-	    READ_ONCE(h->magic) != HEAP_MAGIC) {
-		arena_stderr("%s: CPU %u has no heap (run arena_heap_refill)", __func__,
-			     cpu);
-		return -ENOENT;
-	}
-	cls = __heap_class(size) % HEAP_NR_CLASSES;
-	kind = cls >= HEAP_NR_SMALL;
-	per = HEAP_KIND_SPAN(kind) / class_size(cls);
-	spans = (count + per - 1) / per;
-	if (spans > HEAP_NR_SPANS) {
-		arena_stderr("%s: %llu objects of %llu bytes: too many", __func__, count,
-			     size);
+	if (size <= HEAP_MEDIUM_MAX)
+		return reserve_small(size, count, __func__);
+	per = BUDDY_CHUNK_SIZE >> (64 - __builtin_clzll((size - 1) | 15));
+	per = per ? per : 1;
+	spans = (count + per - 1) / per + READ_ONCE(g->reserve_large);
+	if (spans > BUDDY_NR_SLOTS) {
+		arena_stderr("%s: %llu objects of %llu bytes: too many", __func__, count, size);
 		return -E2BIG;
 	}
-	/* A fresh reservation is not a quiet heap's spare. */
-	h->quiet_since = now_ms() | 1;
-	want = spans + heap_target(h, kind);
-	have = reserve_count(h, kind);
-	if (have >= want)
-		return 0;
-	got = __heap_pool_take(h, kind, want - have);
-	if (have + got >= want)
-		return 0;
-	return reserve_map(h, kind, want - have - got, "arena_heap_reserve");
+	g->large_since = 0;
+	return large_reserve(spans, __func__);
 }
 
 /*
- * Sleepable programs only (it reaches the page kfuncs): arena_malloc, and when the
- * reserve is empty, make room here and try again instead of failing: this CPU's heap
- * filled (created first if need be) and room reserved for the object, or for the large
- * sizes a chunk mapped. Not a whole maintenance pass: that would take a frame more.
+ * The same for sizes the heaps serve, without the large sizes' part: a program that
+ * reserves only such sizes never reaches the buddy allocator (heap.h).
+ */
+__weak int arena_heap_reserve_small(u64 size, u64 count)
+{
+	int err;
+
+	arena_subprog_init();
+	if (!count)
+		return 0;
+	size = asan_hook_redzone(size, ~0ull);
+	if (!size || size > HEAP_MEDIUM_MAX) {
+		arena_stderr("%s: %llu bytes: not a size of the heaps", __func__, size);
+		return -EINVAL;
+	}
+	err = global_ready();
+	return err ?: reserve_small(size, count, "arena_heap_reserve");
+}
+
+/*
+ * Sleepable programs only (it reaches the page kfuncs): arena_malloc, and when that
+ * fails, room made for the object and one more try: a span reserved on this CPU (its
+ * heap created first if need be), or for the large sizes a chunk mapped. Not a whole
+ * maintenance pass: that would take a frame more than the call may.
  */
 __weak u64 arena_malloc_sleepable_addr(u64 size)
 {
-	struct arena_heap_global __arena *g = &arena_heap_global;
-	u32 cpu = bpf_get_smp_processor_id();
-	bool reserved = false;
 	u64 addr;
-	int i;
 
 	arena_subprog_init();
-	for (i = zero; i < 3 && can_loop; i++) {
-		if (size > HEAP_MEDIUM_MAX || READ_ONCE(g->magic) == HEAP_GLOBAL_MAGIC) {
-			addr = arena_malloc_addr(size);
-			if (addr || !size || size > BUDDY_MAX_SIZE)
-				return addr;
-			/* Room for this object on this CPU, even with a reserve target of 0. */
-			if (!reserved && !arena_heap_reserve(size, 1)) {
-				reserved = true;
-				continue;
-			}
-		}
-		if (global_ready() || cpu >= READ_ONCE(g->nr_cpus) ||
-		    arena_heap_fill(cpu * HEAP_LEVELS) < 0)
-			return 0;
-	}
-	return 0;
+	if (size <= HEAP_MEDIUM_MAX && global_ready())
+		return 0;
+	addr = arena_malloc_addr(size);
+	if (addr || !size || size > BUDDY_MAX_SIZE || arena_heap_reserve(size, 1))
+		return addr;
+	return arena_malloc_addr(size);
 }
