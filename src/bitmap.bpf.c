@@ -232,10 +232,27 @@ __weak int bmp_subset(u32 bits, struct arena_bitmap __arena *big __arg_arena,
 	return ret < 0 ? ret : !ret;
 }
 
-/* Set bits as ranges, "0-3,64,70-71": built in an arena buffer, then logged. */
+/*
+ * Set bits as ranges, "0-3,64,70-71": built in an arena buffer, then copied into a
+ * per-CPU map value (kernel memory, which bpf_snprintf's %s reads), not onto the stack:
+ * a line's worth of text there would take half of a chain's 512 bytes.
+ */
 #define BMP_PRINT_MAX 240
 
 char __arena_global bmp_print_buf[BMP_PRINT_MAX + 24];
+
+struct bmp_print_text {
+	char text[BMP_PRINT_MAX + 24];
+};
+
+#ifdef __BPF__
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct bmp_print_text);
+} bmp_print_scratch __weak SEC(".maps");
+#endif
 
 static __noinline u32 put_num(u32 pos, u32 n)
 {
@@ -254,14 +271,14 @@ static __noinline u32 put_num(u32 pos, u32 n)
 }
 
 /*
- * Not instrumented access by access: its 360-byte stack leaves no room for the sanitizer's
- * report call, and checks in its digit loops exceed the verifier's budget. The words it
- * reads are checked once, up front; the rest is the library's own buffer.
+ * Not instrumented access by access: checks in its digit loops exceed the verifier's
+ * budget. The words it reads are checked once, up front; the rest is the library's own.
  */
 __weak __noasan int bmp_print(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 {
-	u32 bit, pos, start = 0, cut = 0;
+	u32 bit, pos, start = 0, cut = 0, key = 0, i;
 	bool in_run = false, set;
+	struct bmp_print_text *t;
 
 	if (!args_ok(__func__, bits, bmp, bmp, bmp))
 		return -EINVAL;
@@ -293,17 +310,14 @@ __weak __noasan int bmp_print(u32 bits, struct arena_bitmap __arena *bmp __arg_a
 		}
 	}
 	bmp_print_buf[pos & 255] = 0;
-	/* bpf_snprintf reads %s from kernel memory: copy the arena text out first. */
-	{
-		char text[BMP_PRINT_MAX + 24];
-		u32 i;
-
-		for (i = zero; i < sizeof(text) - 1 && can_loop; i++) {
-			text[i & 255] = bmp_print_buf[i & 255];
-			if (!text[i & 255])
-				break;
-		}
-		text[sizeof(text) - 1] = 0;
-		return arena_stdout("bitmap(%u): %s%s", bits, text, cut ? ",..." : "");
+	t = bpf_map_lookup_elem(&bmp_print_scratch, &key);
+	if (!t)
+		return -ENOMEM;
+	for (i = zero; i < sizeof(t->text) - 1 && can_loop; i++) {
+		t->text[i & 255] = bmp_print_buf[i & 255];
+		if (!t->text[i & 255])
+			break;
 	}
+	t->text[sizeof(t->text) - 1] = 0;
+	return arena_stdout("bitmap(%u): %s%s", bits, t->text, cut ? ",..." : "");
 }

@@ -182,7 +182,13 @@ static __always_inline int list_unlink(struct buddy __arena *b, u32 order, u64 a
 	u64 next = f->next, prev = f->prev;
 
 	order &= BUDDY_META_ORDER;
-	if ((next && !valid_free(b, next, order)) || (prev && !valid_free(b, prev, order)) ||
+	/*
+	 * The neighbours must point back at addr (as CONFIG_DEBUG_LIST checks), inside the
+	 * window: a link scribbled over is caught before anything is written through it.
+	 * Not their metadata too: that held more values at once than the steps' stack has.
+	 */
+	if ((next && (!in_window(next) || ((struct buddy_header __arena *)next)->prev != addr)) ||
+	    (prev && (!in_window(prev) || ((struct buddy_header __arena *)prev)->next != addr)) ||
 	    (!prev && b->free_head[order] != addr)) {
 		list_drop(b, order);
 		return -EUCLEAN;
@@ -392,7 +398,8 @@ static __always_inline s64 free_locked(struct buddy __arena *b, u64 addr, u32 fl
 		return -(BUDDY_BAD + BUDDY_BAD_DOUBLE_FREE);
 	b->stats.blocks_in_use[o]--;
 	b->stats.frees++;
-	merge_push(b, addr, o, true);
+	/* Not for the deferred list: its drain merges at once (and its stack stays small). */
+	merge_push(b, addr, o, !(flags & BUDDY_FREE_DEFERRED));
 
 	/* A period ends: the peak becomes the most in use during it. */
 	if (!(b->stats.frees % BUDDY_PEAK_PERIOD)) {
@@ -1181,7 +1188,7 @@ static __always_inline u64 alloc_common(struct buddy __arena *b, u64 size, bool 
 		}
 	}
 	if (!addr)
-		addr = buddy_take_block(b, order, carve, size, may_sleep);
+		addr = buddy_take_block(b, order, carve, size, may_sleep, true);
 	if (addr == -ETIMEDOUT) {
 		arena_stderr("%s: lock timeout on %llx", who, (u64)b);
 		return 0;

@@ -454,7 +454,7 @@ __weak __noasan int __hmap_write(struct hmap __arena *m __arg_arena,
 
 /*
  * A write, inline in each hmap_* call: the node for a new entry is allocated in the
- * call's own frame, so that the allocator's steps stay within HMAP_CALL_FRAMES.
+ * call's own frame, so that the allocator's steps stay within ARENA_CALL_FRAMES.
  */
 static __always_inline __noasan int write_op(struct hmap __arena *m, u64 key, u64 val,
 					     enum write_op op, u64 *old)

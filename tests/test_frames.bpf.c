@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The call depth that heap.h, buddy.h and btree.h state (ARENA_ALLOC_FRAMES and friends),
- * shown to the verifier: each program calls the allocator (or the B-tree) from the
- * deepest frame those figures leave, with the stack of its chain filled to what they
- * leave but for a margin for the compiler's own spills. If the library grows deeper or
- * bigger than it says, this object no longer loads. scripts/frame-budget checks the same
- * figures against the objects.
+ * The call depth that base.h and heap.h state (ARENA_CALL_FRAMES, ARENA_ALLOC_FRAMES and
+ * their stack), shown to the verifier: each program makes calls from the deepest frame
+ * those figures leave, with the stack of its chain filled to what they leave but for a
+ * margin for the compiler's own spills. If the library grows deeper or bigger than it
+ * says, this object no longer loads. scripts/frame-budget checks the same figures
+ * against the objects.
  */
 #include <libarena/common.h>
 #include <libarena/buddy.h>
 #include <libarena/btree.h>
+#include <libarena/hashmap.h>
+#include <libarena/rbtree.h>
+#include <libarena/spmc.h>
+#include <libarena/minheap.h>
+#include <libarena/mpmcq.h>
+#include <libarena/bitmap.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
@@ -87,9 +93,9 @@ int test_frames_arena_malloc(struct arena_test_ctx *ctx)
 	return 0;
 }
 
-/* arena_calloc, one frame more. */
-#define CALLOC_LEVELS	LEVELS_OF(ARENA_CALLOC_FRAMES)
-#define CALLOC_PAD	PAD_OF(CALLOC_LEVELS, ARENA_CALLOC_STACK)
+/* arena_calloc and every other call: ARENA_CALL_FRAMES. */
+#define CALLOC_LEVELS	LEVELS_OF(ARENA_CALL_FRAMES)
+#define CALLOC_PAD	PAD_OF(CALLOC_LEVELS, ARENA_CALL_STACK)
 
 static __noinline int calloc1(void)
 {
@@ -119,8 +125,8 @@ int test_frames_arena_calloc(struct arena_test_ctx *ctx)
 }
 
 /* The buddy allocator's calls, sleepable and not, on a private allocator. */
-#define BUDDY_LEVELS	LEVELS_OF(BUDDY_CALL_FRAMES)
-#define BUDDY_PAD	PAD_OF(BUDDY_LEVELS, BUDDY_CALL_STACK)
+#define BUDDY_LEVELS	LEVELS_OF(ARENA_CALL_FRAMES)
+#define BUDDY_PAD	PAD_OF(BUDDY_LEVELS, ARENA_CALL_STACK)
 
 static __noinline int buddy1(void)
 {
@@ -155,8 +161,8 @@ int test_frames_buddy(struct arena_test_ctx *ctx)
 }
 
 /* The B-tree: splits down to the allocator, merges and frees on the way back. */
-#define BT_LEVELS	LEVELS_OF(BT_CALL_FRAMES)
-#define BT_PAD		PAD_OF(BT_LEVELS, BT_CALL_STACK)
+#define BT_LEVELS	LEVELS_OF(ARENA_CALL_FRAMES)
+#define BT_PAD		PAD_OF(BT_LEVELS, ARENA_CALL_STACK)
 
 static __noinline int bt1(void)
 {
@@ -190,5 +196,111 @@ int test_frames_btree(struct arena_test_ctx *ctx)
 	STACK_PAD(BT_PAD);
 
 	ARENA_ASSERT_EQ(CAT(bt, BT_LEVELS)(), 0);
+	return 0;
+}
+
+/*
+ * The other structures' calls, at ARENA_CALL_FRAMES, and the sleepable allocations; the
+ * callers hold more locals than the margin allows for, hence 16 bytes a level less.
+ */
+#define ST_LEVELS	LEVELS_OF(ARENA_CALL_FRAMES)
+#define ST_PAD		(PAD_OF(ST_LEVELS, ARENA_CALL_STACK) - 16)
+
+static __noinline int hmap1(void)
+{
+	struct hmap_cursor cur = HMAP_CURSOR_INIT;
+	struct hmap __arena *m;
+	u64 k, v = 0;
+	int err = 0;
+
+	STACK_PAD(ST_PAD);
+	m = hmap_create(16);
+	if (!m)
+		return -ENOMEM;
+	/* Enough keys for the table to double under the inserts. */
+	for (k = zero; k < 300 && !err && can_loop; k++)
+		err = hmap_insert(m, k, k + 1);
+	if (!err)
+		err = hmap_upsert(m, 7, 70) == 1 ? 0 : -EINVAL;
+	if (!err && (hmap_lookup(m, 7, &v) || v != 70))
+		err = -ENOENT;
+	if (!err)
+		err = hmap_update(m, 8, 80) ?: hmap_delete(m, 9, &v);
+	if (!err)
+		err = hmap_iter(m, &cur, &k, &v);
+	if (!err && hmap_grow(m) && hmap_buckets(m) < 32)
+		err = -E2BIG;
+	if (!err)
+		err = hmap_reserve(m, 2000);
+	return hmap_destroy(m) ?: err;
+}
+LEVEL(hmap, 2, hmap1, ST_PAD)
+LEVEL(hmap, 3, hmap2, ST_PAD)
+LEVEL(hmap, 4, hmap3, ST_PAD)
+LEVEL(hmap, 5, hmap4, ST_PAD)
+LEVEL(hmap, 6, hmap5, ST_PAD)
+
+SEC("syscall")
+int test_frames_hashmap(struct arena_test_ctx *ctx)
+{
+	STACK_PAD(ST_PAD);
+
+	ARENA_ASSERT_EQ(CAT(hmap, ST_LEVELS)(), 0);
+	return 0;
+}
+
+static __noinline int others1(void)
+{
+	struct rbtree __arena *t = rb_create(RB_ALLOC, RB_DEFAULT);
+	struct minheap __arena *h = minheap_create(8);
+	struct mpmcq __arena *q = mpmcq_create(8);
+	struct spmc __arena *d = spmc_create();
+	struct arena_bitmap __arena *bm = bmp_alloc(128);
+	void __arena *p;
+	u64 k, v = 0;
+	s64 handle;
+	int err = 0;
+
+	STACK_PAD(ST_PAD);
+	if (!t || !h || !q || !d || !bm)
+		err = -ENOMEM;
+	for (k = zero; k < 64 && !err && can_loop; k++)
+		err = rb_insert(t, k, k) ?: spmc_owned_add(d, k);
+	if (!err)
+		err = rb_find(t, 5, &v) ?: rb_remove(t, 5) ?: rb_pop(t, &k, &v);
+	handle = err ? -1 : minheap_insert(h, 3, 30);
+	if (handle < 0)
+		err = err ?: -EINVAL;
+	if (!err)
+		err = minheap_update(h, handle, 1) ?: minheap_pop(h, &k, &v);
+	if (!err)
+		err = mpmcq_push(q, 1) ?: mpmcq_pop(q, &v);
+	if (!err)
+		err = spmc_steal(d, &v) ?: spmc_owned_remove(d, &v);
+	if (!err)
+		err = bmp_set_bit(3, bm) ?: bmp_print(128, bm) < 0;
+	if (!err) {
+		p = arena_malloc_sleepable(100000);
+		err = !p || arena_free(p) || arena_heap_reserve(64, 100);
+	}
+	rb_destroy(t);
+	minheap_destroy(h);
+	mpmcq_destroy(q);
+	spmc_destroy(d);
+	bmp_free(bm);
+	return err;
+}
+LEVEL(others, 2, others1, ST_PAD)
+LEVEL(others, 3, others2, ST_PAD)
+LEVEL(others, 4, others3, ST_PAD)
+LEVEL(others, 5, others4, ST_PAD)
+LEVEL(others, 6, others5, ST_PAD)
+
+SEC("syscall")
+int test_frames_structures(struct arena_test_ctx *ctx)
+{
+	STACK_PAD(ST_PAD);
+
+	ARENA_ASSERT_EQ(CAT(others, ST_LEVELS)(), 0);
 	return 0;
 }

@@ -32,6 +32,32 @@
 #ifndef __LIBARENA_BASE_H
 #define __LIBARENA_BASE_H
 
+/*
+ * What a call of the library takes of the verifier's budget of a call chain, 8 frames
+ * and 512 bytes of stack (README, "The verifier's budget"), counted one way everywhere:
+ * the frames below the caller (the call's own global function included; inline code
+ * takes none) and the stack of those frames, each rounded up to 16 bytes. A caller at
+ * frame d of its program (the program's own function is frame 1), whose chain holds s
+ * bytes so far, may make a call of f frames and b bytes when d + f <= 8 and
+ * s + b <= 512. Every public call takes at most ARENA_CALL_FRAMES and ARENA_CALL_STACK
+ * (so any of them can be made from the fifth frame); arena_malloc() and arena_free()
+ * at most ARENA_ALLOC_FRAMES and ARENA_ALLOC_STACK (heap.h). The sanitizer build's calls
+ * that map pages reach its shadow's mapping, a frame more, and its frames are bigger.
+ * scripts/frame-budget checks the figures on the built objects; tests/test_frames.bpf.c
+ * makes the calls at those depths in the VM.
+ */
+#define ARENA_CALL_FRAMES_PLAIN		3
+#define ARENA_CALL_STACK_PLAIN		256
+#define ARENA_CALL_FRAMES_SANITIZER	4
+#define ARENA_CALL_STACK_SANITIZER	288
+#if defined(LIBARENA_ASAN) || defined(BPF_ARENA_ASAN)
+#define ARENA_CALL_FRAMES	ARENA_CALL_FRAMES_SANITIZER
+#define ARENA_CALL_STACK	ARENA_CALL_STACK_SANITIZER
+#else
+#define ARENA_CALL_FRAMES	ARENA_CALL_FRAMES_PLAIN
+#define ARENA_CALL_STACK	ARENA_CALL_STACK_PLAIN
+#endif
+
 /* The sanitizer build: ours is selected by LIBARENA_ASAN, upstream's by BPF_ARENA_ASAN. */
 #if defined(BPF_ARENA_ASAN) && !defined(LIBARENA_ASAN)
 #define LIBARENA_ASAN

@@ -83,12 +83,9 @@
 #define BT_MAGIC	0x42547265u	/* "erTB": a live tree */
 
 /*
- * Call depth: each bt_* call uses at most BT_CALL_FRAMES frames and BT_CALL_STACK bytes
- * of stack, its own frame and the allocator's included (scripts/frame-budget checks the
- * figures on the built objects): a caller may sit at frame 8 - BT_CALL_FRAMES - 1.
+ * Call depth: every bt_* call keeps to ARENA_CALL_FRAMES and ARENA_CALL_STACK (base.h),
+ * the allocator's frames included.
  */
-#define BT_CALL_FRAMES	5
-#define BT_CALL_STACK	304
 
 /*
  * A node. Leaves (level 0) pair keys[i] with values[i] and link their neighbours; inner

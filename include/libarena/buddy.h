@@ -79,13 +79,7 @@ struct arena_alloc_reserve_args {
 	u64 addr;		/* out: user address of the first page taken */
 };
 
-/*
- * Call depth (see ARENA_ALLOC_FRAMES in heap.h): buddy_alloc(), buddy_free() and their
- * nosleep variants use at most BUDDY_CALL_FRAMES frames and BUDDY_CALL_STACK bytes of
- * stack, their own frame included.
- */
-#define BUDDY_CALL_FRAMES	3
-#define BUDDY_CALL_STACK	160
+/* Call depth: every call keeps to ARENA_CALL_FRAMES and ARENA_CALL_STACK (base.h). */
 
 int buddy_init(struct buddy __arena *b __arg_arena);
 int buddy_destroy(struct buddy __arena *b __arg_arena);

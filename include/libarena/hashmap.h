@@ -93,12 +93,9 @@
 #define HMAP_MAGIC		0x484d4150u	/* "PAMH": a live map */
 
 /*
- * Call depth: each hmap_* call uses at most HMAP_CALL_FRAMES frames and HMAP_CALL_STACK
- * bytes of stack, its own frame and the allocator's included (scripts/frame-budget checks
- * the figures on the built objects): a caller may sit at frame 8 - HMAP_CALL_FRAMES - 1.
+ * Call depth: every hmap_* call keeps to ARENA_CALL_FRAMES and ARENA_CALL_STACK
+ * (base.h), the allocator's frames included.
  */
-#define HMAP_CALL_FRAMES	6
-#define HMAP_CALL_STACK		384
 
 enum hmap_node_kind {
 	HMAP_SENTINEL,		/* starts a bucket: ordered before an entry of equal hash */

@@ -132,14 +132,15 @@ static __always_inline int buddy_coalesce(struct buddy __arena *b)
 /*
  * A block of the order (with carve, a run of up to 1 << carve of them for a CPU's cache:
  * see __buddy_take) from b's lists, until one comes: the deferred frees drained first,
- * the pairs left apart merged when nothing fits, the CPUs' caches emptied once when
- * still nothing, and with may_sleep (a constant: the nosleep callers contain no page
- * kfunc) a new chunk mapped, so that the arena's room bounds the rounds. A round whose
+ * the pairs left apart merged when nothing fits, with caches (a constant) the CPUs'
+ * caches emptied once when still nothing, and with may_sleep (a constant: the nosleep
+ * callers contain no page kfunc) a new chunk mapped, so that the arena's room bounds
+ * the rounds. arena_malloc's large sizes pass no caches: their orders are never cached. A round whose
  * step timed out on the lock starts again, for as long as the patience lasts. The block,
  * -ETIMEDOUT (the lock) or -ENOMEM.
  */
 static __always_inline s64 buddy_take_block(struct buddy __arena *b, u32 order, u32 carve,
-					    u64 size, bool may_sleep)
+					    u64 size, bool may_sleep, bool caches)
 {
 	u64 start = bpf_ktime_get_ns();
 	bool flushed = false;
@@ -168,7 +169,7 @@ static __always_inline s64 buddy_take_block(struct buddy __arena *b, u32 order, 
 			return addr;
 		addr = -ENOMEM;
 		/* Once: what the CPUs' caches hold may make the block. */
-		if (!flushed && __buddy_cache_flush(b)) {
+		if (caches && !flushed && __buddy_cache_flush(b)) {
 			flushed = true;
 			continue;
 		}

@@ -12,6 +12,7 @@ static __always_inline u64 malloc_large(u64 size)
 	struct buddy __arena *b;
 	u64 asz;
 	s64 addr;
+	u32 order;
 
 	if (!arena_buddy_is_ready()) {
 		/* The background refill makes it ready (a program may have destroyed it). */
@@ -29,7 +30,10 @@ static __always_inline u64 malloc_large(u64 size)
 		return 0;
 	}
 	b = (struct buddy __arena *)arena_buddy_addr();
-	addr = buddy_take_block(b, buddy_order(asz), 0, asz, false);
+	/* Once, kept opaque: recomputed, its steps' temporaries would be spilled. */
+	order = buddy_order(asz);
+	barrier_var(order);
+	addr = buddy_take_block(b, order, 0, asz, false, false);
 	if (addr < 0) {
 		WRITE_ONCE(g->want, 1);
 		arena_stderr("arena_malloc: %llu bytes: %s", size, addr == -ETIMEDOUT ?
@@ -37,7 +41,7 @@ static __always_inline u64 malloc_large(u64 size)
 			     "no room in the large allocator's chunks");
 		return 0;
 	}
-	asan_hook_alloc(addr, size, (u64)BUDDY_MIN_SIZE << buddy_order(asz));
+	asan_hook_alloc(addr, size, (u64)BUDDY_MIN_SIZE << order);
 	atomic_add(&g->large_allocs, 1);
 	return addr;
 }

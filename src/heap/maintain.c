@@ -564,6 +564,16 @@ static __always_inline int large_maintain(bool mapped)
 }
 
 /*
+ * large_maintain() as a call of its own: the pass's frame then holds neither its state
+ * nor that of the heaps' refill (arena_heap_fill) at once. It calls only steps.
+ */
+__weak int __heap_large_maintain(u32 mapped)
+{
+	arena_subprog_init();
+	return large_maintain(mapped);
+}
+
+/*
  * One pass at a time, so that a caller's pass sees the work of the one before it done
  * (the spans it took out of the pool to give back really gone). Passes were always safe
  * side by side: after HEAP_MAINTAIN_WAIT_NS (a stuck flag, say) this one runs anyway.
@@ -624,7 +634,7 @@ __weak int arena_heap_maintain(void)
 			goto out;
 		mapped += err;
 	}
-	err = large_maintain(mapped);
+	err = __heap_large_maintain(mapped);
 	if (err > 0)
 		mapped += err;
 	__heap_pool_purge(!mapped);
