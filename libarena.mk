@@ -55,6 +55,8 @@ LIB_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/src/*.bpf.c))
 LIB_NAMES := $(notdir $(LIB_SRCS:.bpf.c=))
 TEST_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/*.bpf.c))
 TEST_NAMES := $(notdir $(TEST_SRCS:.bpf.c=))
+# $(call present,FILE,TEXT): TEXT when FILE exists (a part of the series may be absent).
+present = $(if $(wildcard $(1)),$(2))
 EXAMPLE_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/examples/*.bpf.c))
 # sched_ext schedulers (scx_*) need a kernel built with it (Debian's stock 6.12 is not)
 # and the tree's sched_ext headers: SCHED_EXT=y or empty, from the kernel's config.
@@ -145,7 +147,6 @@ ASAN_BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/asan/bench
 # runner comes with the heap.
 BENCH_BINS := $(patsubst $(LIBARENA_DIR)/bench/%.c,$(OUTPUT)/bench/%,$(filter-out %.bpf.c, \
 	$(wildcard $(LIBARENA_DIR)/bench/*.c)))
-present = $(if $(wildcard $(1)),$(2))
 
 all: headers lib $(ASAN_TARGET) tests runner examples bench
 bench: $(BENCH_OBJS) $(BENCH_BINS)

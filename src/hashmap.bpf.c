@@ -490,7 +490,7 @@ static __always_inline __noasan int write_op(struct hmap __arena *m, u64 key, u6
 		req.spare = spare;
 		ret = __hmap_write(m, &req);
 		if (ret < 0) {
-			arena_free(spare);
+			arena_free_call(spare);	/* seldom: not the inlined fast path */
 			return ret;
 		}
 	}

@@ -2,7 +2,7 @@
 /*
  * verifier-cost: what the verifier does with each program of a linked object, in the VM.
  *
- *   verifier-cost [-l] [-p PREFIX] [-P N] [-V] OBJECT...
+ *   verifier-cost [-j N] [-l] [-p PREFIX] [-P N] [-V] [-T N] OBJECT...
  *
  * Loads each program of each object through the real verifier, one at a time and alone
  * (with the functions it calls, as a loader that loads only it would), and prints a line:
@@ -19,7 +19,10 @@
  * verifier walked most, with the global function it was validating, to show where a
  * program's cost goes.
  *
- * -V prints that log whole instead.
+ * -V prints that log whole instead. -j N loads N programs at once (one a vCPU).
+ *
+ * -T N loads each object whole N times instead, as its loader would, and prints
+ *   loadtime OBJECT MEDIAN_MS MIN_MS
  *
  * -l adds what survived of each function after the verifier removed the code it never
  * walked (6.12 removes it from privileged programs): for all the programs together,
@@ -32,10 +35,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
@@ -46,6 +51,8 @@ static const char *prefix;
 static bool want_lines;
 static int profile;		/* -P N: the N source lines walked most */
 static bool raw_log;		/* -V: the whole level-2 log, for a person to read */
+static int load_rounds;		/* -T N: time N loads of each object whole */
+static int jobs = 1;		/* -j N: programs loading at once */
 
 /* A surviving (function, file, line), as printed; sorted and made unique at the end. */
 static char **seen;
@@ -71,6 +78,23 @@ static void keep(char *s)
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The -l records kept so far, sorted, each once. */
+static void flush_seen(void)
+{
+	size_t i;
+
+	qsort(seen, nr_seen, sizeof(*seen), cmp_str);
+	for (i = 0; i < nr_seen; i++) {
+		if (!i || strcmp(seen[i], seen[i - 1]))
+			printf("%s\n", seen[i]);
+		free(seen[i]);
+	}
+	free(seen);
+	seen = NULL;
+	nr_seen = cap_seen = 0;
+	fflush(stdout);
 }
 
 static const char *base_name(const char *path)
@@ -336,6 +360,75 @@ static int cost_program(const char *path, const char *name, int level)
 	return err ? -1 : 0;
 }
 
+/* An unnamed file in $TMPDIR (tmpfile() uses /tmp, read-only in the guest). */
+static FILE *scratch_file(void)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/verifier-cost.XXXXXX", dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return NULL;
+	unlink(path);
+	return fdopen(fd, "w+");
+}
+
+/*
+ * Load programs [k], [k + jobs], ... in child k, jobs at once (the VM's vCPUs), each
+ * child's lines into a file of its own, printed in order once all are done: 0, or 1
+ * when a program failed.
+ */
+static int run_programs(const char *path, char **names, int n)
+{
+	int failed = 0, k, i, status, level = profile || raw_log ? 2 | 4 : 4;
+	FILE *out[16];
+	pid_t pid[16];
+	char buf[4096];
+	size_t len;
+
+	if (jobs <= 1 || profile || raw_log) {
+		for (i = 0; i < n; i++)
+			failed |= cost_program(path, names[i], level) < 0;
+		return failed;
+	}
+	if (jobs > 16)
+		jobs = 16;
+	fflush(stdout);
+	for (k = 0; k < jobs; k++) {
+		out[k] = scratch_file();
+		if (!out[k]) {
+			perror("verifier-cost: a scratch file in $TMPDIR");
+			return 1;
+		}
+		pid[k] = fork();
+		if (pid[k] < 0) {
+			perror("verifier-cost: fork");
+			return 1;
+		}
+		if (!pid[k]) {
+			if (dup2(fileno(out[k]), STDOUT_FILENO) < 0)
+				_exit(2);
+			for (i = k; i < n; i += jobs)
+				failed |= cost_program(path, names[i], level) < 0;
+			flush_seen();
+			_exit(failed);
+		}
+	}
+	for (k = 0; k < jobs; k++) {
+		if (waitpid(pid[k], &status, 0) < 0 || !WIFEXITED(status) ||
+		    WEXITSTATUS(status))
+			failed = 1;
+		rewind(out[k]);
+		while ((len = fread(buf, 1, sizeof(buf), out[k])) > 0)
+			fwrite(buf, 1, len, stdout);
+		fclose(out[k]);
+	}
+	fflush(stdout);
+	return failed;
+}
+
 static int cost_object(const char *path)
 {
 	struct bpf_program *prog;
@@ -359,20 +452,68 @@ static int cost_object(const char *path)
 		if (!prefix || !strncmp(bpf_program__name(prog), prefix, strlen(prefix)))
 			names[n++] = strdup(bpf_program__name(prog));
 	bpf_object__close(o);
-	for (i = 0; i < n; i++) {
-		failed |= cost_program(path, names[i], profile || raw_log ? 2 | 4 : 4);
+	failed = run_programs(path, names, n);
+	for (i = 0; i < n; i++)
 		free(names[i]);
-	}
 	free(names);
 	return failed ? -1 : 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Load the object whole, as its loader would (every program, its maps), rounds times:
+ * "loadtime OBJECT MEDIAN_MS MIN_MS". What a program costs its user in load time.
+ */
+static int time_object(const char *path, int rounds)
+{
+	double t[16], t0;
+	struct bpf_object *o;
+	int i, err;
+
+	if (rounds > 16)
+		rounds = 16;
+	for (i = 0; i < rounds; i++) {
+		o = bpf_object__open_file(path, NULL);
+		if (!o) {
+			fprintf(stderr, "verifier-cost: %s: cannot open: %s\n", base_name(path),
+				strerror(errno));
+			return -1;
+		}
+		t0 = now_ms();
+		err = bpf_object__load(o);
+		t[i] = now_ms() - t0;
+		bpf_object__close(o);
+		if (err) {
+			fprintf(stderr, "verifier-cost: %s: load failed: %s\n", base_name(path),
+				strerror(-err));
+			return -1;
+		}
+	}
+	qsort(t, rounds, sizeof(t[0]), cmp_double);
+	printf("loadtime %s %.0f %.0f\n", base_name(path), t[rounds / 2], t[0]);
+	fflush(stdout);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	int c, failed = 0;
-	size_t i;
 
-	while ((c = getopt(argc, argv, "lp:P:V")) != -1) {
+	while ((c = getopt(argc, argv, "lp:P:VT:j:")) != -1) {
 		switch (c) {
 		case 'l':
 			want_lines = true;
@@ -386,8 +527,14 @@ int main(int argc, char **argv)
 		case 'V':
 			raw_log = true;
 			break;
+		case 'T':
+			load_rounds = atoi(optarg);
+			break;
+		case 'j':
+			jobs = atoi(optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: verifier-cost [-l] [-p PREFIX] [-P N] [-V] OBJECT...\n");
+			fprintf(stderr, "usage: verifier-cost [-j N] [-l] [-p PREFIX] [-P N] [-V] [-T N] OBJECT...\n");
 			return 2;
 		}
 	}
@@ -398,15 +545,13 @@ int main(int argc, char **argv)
 	/* Our own lines say what failed, with the end of the log. */
 	libbpf_set_print(NULL);
 	for (; optind < argc; optind++) {
+		if (load_rounds > 0) {
+			failed |= time_object(argv[optind], load_rounds) < 0;
+			continue;
+		}
 		failed |= cost_object(argv[optind]) < 0;
 		fflush(stdout);
 	}
-	qsort(seen, nr_seen, sizeof(*seen), cmp_str);
-	for (i = 0; i < nr_seen; i++) {
-		if (!i || strcmp(seen[i], seen[i - 1]))
-			printf("%s\n", seen[i]);
-		free(seen[i]);
-	}
-	free(seen);
+	flush_seen();
 	return failed;
 }

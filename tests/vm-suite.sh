@@ -48,6 +48,44 @@ else
 	echo "vm-suite: no sanitizer build in $build (the ASAN variant needs clang 22): skipped"
 fi
 
+# What each public call costs a program's verifier budget, held against the committed
+# table (docs/verifier-budget.md), and the code the verifier dropped as dead, against the
+# committed list (tests/cost/unvisited); then the dead-code check's own test, which must
+# fail on an object that hides a branch from the verifier. The verifier is the same in
+# the stock cells (one 6.12 release): checked in the patched ones, on both builds.
+cost_cell() {	# cost_cell CELL COST_DIR
+	local out=$TMPDIR/costs.$$ obj=$2/calls.bpf.o
+	"$build/verifier-cost" -j "$(nproc)" -l "$obj" >"$out"
+	"$budget" check --cell "$1" "$out" "$obj" || rc=1
+	"$budget" dead --cell "$1" "$out" "$obj" || rc=1
+	rm -f "$out"
+}
+budget=$here/../scripts/verifier-budget
+case $(basename "$build") in *clang-19*) clang=clang-19 ;; *) clang=clang-22 ;; esac
+part "what each call costs the verifier (tests/cost, docs/verifier-budget.md)"
+if [ ! -d /sys/kernel/sched_ext ]; then
+	echo "vm-suite: the stock kernel's verifier is the patched one's: checked in its cells"
+elif [ ! -x "$budget" ]; then
+	echo "vm-suite: no scripts/verifier-budget (a kernel tree's copy): not checked"
+elif [ ! -x "$build/verifier-cost" ] || [ ! -f "$build/cost/calls.bpf.o" ]; then
+	missing "$build/verifier-cost or $build/cost/calls.bpf.o"
+else
+	cost_cell "$clang plain" "$build/cost"
+	[ -f "$build/asan/cost/calls.bpf.o" ] && cost_cell "$clang sanitizer" "$build/asan/cost"
+	out=$TMPDIR/dead.$$
+	"$build/verifier-cost" -l "$build/cost/dead_branch.bpf.o" >"$out"
+	if "$budget" dead --cell "$clang plain" "$out" "$build/cost/dead_branch.bpf.o" |
+	   grep -q 'FAIL cost_dead_branch: line .*x = x \* 3 + 7'; then
+		echo "  ok   dead-code check: it fails on a branch hidden from the verifier, naming it"
+		echo "1 passed, 0 failed"
+	else
+		echo "  FAIL dead-code check: it did not fail on tests/cost/dead_branch.bpf.c"
+		echo "0 passed, 1 failed"
+		rc=1
+	fi
+	rm -f "$out"
+fi
+
 part "objects the verifier must reject"
 for src in "$here"/load_fail/*.bpf.c; do
 	o=$build/tests/load_fail/$(basename "$src" .c).o

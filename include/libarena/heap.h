@@ -24,8 +24,10 @@
  * retry for the whole may_goto budget; a remote free that still cannot get through
  * waits on the freeing heap's parked list for its next remote free: nothing is lost.
  *
- * Reentrancy: a heap is used with preemption disabled, and marked busy meanwhile. A BPF
- * program that interrupts another on the same CPU (an irq or NMI program, say) finds the
+ * Reentrancy: a heap is used while marked busy: the inlined fast paths take level 0 with
+ * preemption disabled, the slow paths (global calls, which 6.12 forbids with preemption
+ * disabled) claim a level by compare-and-swap and run preemptible. A BPF program that
+ * interrupts or preempts another on the same CPU (an irq or NMI program, say) finds the
  * heap busy and uses the CPU's next heap level (HEAP_LEVELS per CPU); frees across levels
  * are remote frees. With every level busy, malloc fails cleanly and frees stay remote.
  *
