@@ -155,7 +155,8 @@ asan-lib: $(ASAN_LIB_OBJ) $(ASAN_TEST_OBJS) $(ASAN_BENCH_OBJS) $(ASAN_EXAMPLE_OB
 	$(ASAN_COST_OBJS)
 asan-skip:
 	@echo "$(ASAN_TOO_OLD): not built" >&2
-tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) $(call present,$(LIBARENA_DIR)/tests/user_test.c,$(USER_TEST)) \
+tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) \
+	$(call present,$(LIBARENA_DIR)/tests/user_test.c,$(USER_TEST)) \
 	$(COST_OBJS) $(call present,$(LIBARENA_DIR)/tests/verifier_cost.c,$(COST_TOOL))
 runner: $(call present,$(LIBARENA_DIR)/tests/runner.c,$(RUNNER))
 examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS)
@@ -202,8 +203,8 @@ $(OUTPUT)/include/vmlinux.h: $(VMLINUX_BTF) $(BTF_STAMP) | $(BPFTOOL)
 # (-MMD): adding a component rebuilds only what includes it.
 BPF_DEPS := $(VMLINUX_H) $(LIBBPF_A)
 DEP_FLAGS := -MMD -MP
--include $(shell find $(addprefix $(OUTPUT)/,obj asan tests bench examples headers cost) -name '*.d' \
-	2>/dev/null)
+-include $(shell find $(addprefix $(OUTPUT)/,obj asan tests bench examples headers cost) \
+	-name '*.d' 2>/dev/null)
 EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
 
 # Every public header compiles alone (it includes what it uses): BPF headers with the

@@ -19,6 +19,18 @@ for src in "$(dirname "$0")"/*.bpf.c; do
 		continue
 	fi
 	echo "== example: $name"
+	# A scheduler's load time beside the tree's scx_simple, in the same guest: each of
+	# its programs is verified on its own (docs/verifier-budget.md).
+	simple=$build/sched_ext/build/obj/sched_ext/scx_simple.bpf.linked3.o
+	if [[ $name == scx_* ]] && [ -f "$simple" ] && [ -x "$build/verifier-cost" ]; then
+		"$build/verifier-cost" -T 3 "$build/examples/$name.bpf.o" "$simple" |
+			awk -v n="$name" '{ t[$2] = $3 } END {
+				for (k in t) if (k ~ /^scx_simple/) s = t[k]; else a = t[k];
+				printf "%s: the object loads in %d ms, scx_simple in " \
+				       "%d ms: %.1fx (goal: at most 3x: %s)\n", n, a, s,
+				       a / (s ? s : 1), a <= 3 * s ? "met" : "not met")
+			}'
+	fi
 	if "$bin" "$build/examples/$name.bpf.o"; then
 		passed=$((passed + 1))
 	else

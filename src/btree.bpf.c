@@ -102,7 +102,12 @@ static __always_inline u64 __arena *slots(btnode_t *n)
 static __always_inline u32 search(btnode_t *n, u64 key, bool le)
 {
 	u64 __arena *k = n->keys;
-	u32 i = 0;
+	/*
+	 * Opaque from the start: clang 19 builds i by or-ing constants in, a known value on
+	 * each of the 2^BT_SEARCH_STEPS paths, which a later test the verifier can decide
+	 * (i > nr) makes precise, and then no path prunes another.
+	 */
+	u32 i = zero;
 
 #define HALVE(w)								\
 	do {									\

@@ -283,8 +283,8 @@ static __always_inline u64 alloc_locked(struct buddy __arena *b, u32 order, u32 
 
 /*
  * Merge the free block x of order o with its free buddies and put the result on its
- * list (on absolute addresses: fewer values live, less stack). With may_defer, a buddy that is the only block of its order's list
- * stays apart (see buddy.h).
+ * list (on absolute addresses: fewer values live, less stack). With may_defer, a buddy
+ * that is the only block of its order's list stays apart (see buddy.h).
  */
 static __always_inline void merge_push(struct buddy __arena *b, u64 x, u32 o,
 				       bool may_defer)
@@ -410,7 +410,8 @@ static __always_inline s64 free_locked(struct buddy __arena *b, u64 addr, u32 fl
 	if (buddy_registry.in_use[slot] && !--buddy_registry.in_use[slot]) {
 		b->stats.chunks_spare++;
 		/* Enough spares already: this chunk goes back to the kernel. */
-		if (!(flags & BUDDY_FREE_KEEP_SPARE) && b->stats.chunks_spare > BUDDY_SPARE_CHUNKS &&
+		if (!(flags & BUDDY_FREE_KEEP_SPARE) &&
+		    b->stats.chunks_spare > BUDDY_SPARE_CHUNKS &&
 		    b->stats.chunks_spare > b->stats.chunks_peak)
 			return slot + 1;
 	}
@@ -686,8 +687,8 @@ static __always_inline void cache_fill(struct buddy __arena *b, u64 addr)
 
 /*
  * Give back what every CPU's cache holds, each list pushed whole (head to tail) on the
- * deferred list; a cache someone has right now keeps its blocks. How many went. One loop over every CPU and order:
- * nested ones are too much for 6.12's verifier.
+ * deferred list; a cache someone has right now keeps its blocks. How many went. One
+ * loop over every CPU and order: nested ones are too much for 6.12's verifier.
  */
 static __always_inline u32 cache_flush(struct buddy __arena *b)
 {
@@ -1088,11 +1089,11 @@ __weak int buddy_init(struct buddy __arena *b __arg_arena)
 		return -EINVAL;
 	err = b == &buddy ? __buddy_setup_default() : __buddy_init_one(b);
 	if (err == -EBUSY)
-		arena_stderr("buddy_init: allocator at %llx is already initialised", (u64)b);
+		arena_stderr("%s: allocator at %llx is already initialised", __func__, (u64)b);
 	else if (err == -ENOMEM)
-		arena_stderr("buddy_init: no first chunk for %llx: %d", (u64)b, err);
+		arena_stderr("%s: no first chunk for %llx: %d", __func__, (u64)b, err);
 	else if (err)
-		arena_stderr("buddy_init: allocator at %llx: %d", (u64)b, err);
+		arena_stderr("%s: allocator at %llx: %d", __func__, (u64)b, err);
 	return err;
 }
 

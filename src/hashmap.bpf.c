@@ -179,8 +179,8 @@ static __always_inline __noasan int walk_node(struct hmap __arena *m, struct hma
 {
 	hmap_node_ptr node = w->node, pred = w->pred, next;
 	u32 gen, kind;
+	u64 nh, v = 0;
 	bool hit;
-	u64 nh, v;
 
 	if (!node)
 		return -ENOENT;	/* pred was live and last */
@@ -872,8 +872,9 @@ __weak __noasan int hmap_reserve(struct hmap __arena *m __arg_arena, u32 capacit
 		 * arena_malloc() calls find it.
 		 */
 		nr = 1ull << bits;
-		ret = arena_heap_reserve_small(nr < BLOCK_SIZE ? nr * sizeof(struct hmap_node) :
-					       HMAP_BLOCK_BYTES, nr < BLOCK_SIZE ? 1 : nr / BLOCK_SIZE);
+		ret = arena_heap_reserve_small(nr < BLOCK_SIZE ?
+					       nr * sizeof(struct hmap_node) : HMAP_BLOCK_BYTES,
+					       nr < BLOCK_SIZE ? 1 : nr / BLOCK_SIZE);
 		if (ret)
 			return ret;
 		ret = grow(m);

@@ -25,8 +25,12 @@ static __noinline int fresh(struct buddy __arena *b)
 	return buddy_init(b);
 }
 
-/* Write a pattern derived from (addr, tag) over size bytes, then check it. */
-static __noinline int fill(u64 addr, u64 size, u64 tag)
+/*
+ * Write a pattern derived from (addr, tag) over size bytes, then check it. Global, so
+ * verified once (not at every caller with its sizes, which the sanitizer build cannot
+ * afford in test_buddy_every_order).
+ */
+__weak int fill(u64 addr, u64 size, u64 tag)
 {
 	u64 __arena *w = (u64 __arena *)addr;
 	u8 __arena *p = (u8 __arena *)addr;
@@ -39,7 +43,7 @@ static __noinline int fill(u64 addr, u64 size, u64 tag)
 	return i == size ? 0 : -E2BIG;
 }
 
-static __noinline int verify(u64 addr, u64 size, u64 tag)
+__weak int verify(u64 addr, u64 size, u64 tag)
 {
 	u64 __arena *w = (u64 __arena *)addr;
 	u8 __arena *p = (u8 __arena *)addr;

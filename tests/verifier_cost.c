@@ -46,6 +46,7 @@
 #include <bpf/libbpf.h>
 
 #define STATS_LOG_SIZE	4096
+#define USAGE	"usage: verifier-cost [-j N] [-l] [-p PREFIX] [-P N] [-V] [-T N] OBJECT...\n"
 
 static const char *prefix;
 static bool want_lines;
@@ -335,8 +336,8 @@ static int cost_program(const char *path, const char *name, int level)
 	}
 	if (err) {
 		printf("fail %s %s\n", obj, name);
-		fprintf(stderr, "verifier-cost: %s: %s: load failed: %s; the verifier's log ends:\n",
-			obj, name, strerror(-err));
+		fprintf(stderr, "verifier-cost: %s: %s: load failed: %s; %s:\n", obj, name,
+			strerror(-err), raw_log ? "the verifier's log" : "the verifier's log ends");
 		if (raw_log)
 			fputs(log, stdout);
 		else
@@ -534,12 +535,12 @@ int main(int argc, char **argv)
 			jobs = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: verifier-cost [-j N] [-l] [-p PREFIX] [-P N] [-V] [-T N] OBJECT...\n");
+			fputs(USAGE, stderr);
 			return 2;
 		}
 	}
 	if (optind == argc) {
-		fprintf(stderr, "usage: verifier-cost [-l] [-p PREFIX] OBJECT...\n");
+		fputs(USAGE, stderr);
 		return 2;
 	}
 	/* Our own lines say what failed, with the end of the log. */

@@ -75,8 +75,8 @@ else
 	out=$TMPDIR/dead.$$
 	"$build/verifier-cost" -l "$build/cost/dead_branch.bpf.o" >"$out"
 	if "$budget" dead --cell "$clang plain" "$out" "$build/cost/dead_branch.bpf.o" |
-	   grep -q 'FAIL cost_dead_branch: line .*x = x \* 3 + 7'; then
-		echo "  ok   dead-code check: it fails on a branch hidden from the verifier, naming it"
+	   grep -q 'FAIL cost_dead_branch: line .*cost_dead_hits += x;'; then
+		echo "  ok   dead-code check: fails on a branch hidden from the verifier, naming it"
 		echo "1 passed, 0 failed"
 	else
 		echo "  FAIL dead-code check: it did not fail on tests/cost/dead_branch.bpf.c"

@@ -391,7 +391,8 @@ static __always_inline int arena_fls(u64 word)
 	__ARENA_FLS_STEP(2);
 	__ARENA_FLS_STEP(1);
 #undef __ARENA_FLS_STEP
-	return n + word;
+	/* 0 .. 64: the mask tells the compiler so (a signed % of it then needs no sign). */
+	return (n + word) & 127;
 }
 
 /*

@@ -184,8 +184,9 @@ __arena_spin_wait(arena_spinlock_t __arena *lock, u64 timeout_ns)
 	atomic_add(&lock->timeouts, 1);
 	return -ETIMEDOUT;
 queued:
-	/* Our turn. x86-64 keeps this load before the section's accesses: an acquire. */
+	/* Our turn. */
 	for (; i < ARENA_SPIN_MAX_SPINS && can_loop; i++) {
+		/* x86-64 keeps this load before the section's accesses: an acquire. */
 		if ((u32)smp_load_acquire(&lock->state) == ticket)
 			return 0;
 		if (__arena_spin_late(i, deadline))

@@ -93,7 +93,7 @@ __weak int arena_buddy_setup(void)
 	int err = __buddy_setup_default();
 
 	if (err)
-		arena_stderr("arena_buddy_setup: the default allocator: no set-up: %d", err);
+		arena_stderr("%s: the default allocator: no set-up: %d", __func__, err);
 	return err;
 }
 
@@ -116,7 +116,7 @@ __weak int arena_buddy_reset(void *ctx)
 		return err;
 	err = default_ready();
 	if (err)
-		arena_stderr("arena_buddy_reset: the default allocator: no set-up: %d", err);
+		arena_stderr("%s: the default allocator: no set-up: %d", __func__, err);
 	return err;
 }
 

@@ -135,8 +135,9 @@ static __always_inline int buddy_coalesce(struct buddy __arena *b)
  * the pairs left apart merged when nothing fits, with caches (a constant) the CPUs'
  * caches emptied once when still nothing, and with may_sleep (a constant: the nosleep
  * callers contain no page kfunc) a new chunk mapped, so that the arena's room bounds
- * the rounds. arena_malloc's large sizes pass no caches: their orders are never cached. A round whose
- * step timed out on the lock starts again, for as long as the patience lasts. The block,
+ * the rounds. arena_malloc's large sizes pass no caches: their orders are never cached.
+ * A round whose step timed out on the lock starts again, for as long as the patience
+ * lasts. The block,
  * -ETIMEDOUT (the lock) or -ENOMEM.
  */
 static __always_inline s64 buddy_take_block(struct buddy __arena *b, u32 order, u32 carve,
@@ -188,8 +189,9 @@ static __always_inline s64 buddy_take_block(struct buddy __arena *b, u32 order, 
  * Free a block of b under its lock, waiting while the patience lasts; when the lock stays
  * busy, the block waits on the deferred list (BUDDY_PUT_DEFERRED), which the next
  * allocation drains (buddy_take_block()), as do flushes, trims and maintenance. Not a
- * free: its chain stays within the stack arena_free() promises. 0, the slot + 1 of a chunk left entirely free that may go
- * back (without BUDDY_FREE_KEEP_SPARE), -(BUDDY_BAD + reason), or -ETIMEDOUT.
+ * free: its chain stays within the stack arena_free() promises. 0, the slot + 1 of a
+ * chunk left entirely free that may go back (without BUDDY_FREE_KEEP_SPARE),
+ * -(BUDDY_BAD + reason), or -ETIMEDOUT.
  */
 static __always_inline s64 buddy_put_block(struct buddy __arena *b, u64 addr, u32 flags)
 {

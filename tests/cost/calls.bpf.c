@@ -74,18 +74,6 @@ COST(buddy_flush_caches, r = buddy_flush_caches(PTR(a)))
 COST(arena_buddy_setup, r = arena_buddy_setup())
 COST(arena_buddy_is_ready, r = arena_buddy_is_ready())
 
-/* ---- the steps the allocators' calls are made of (their own cost, for the docs) ---- */
-s64 __buddy_take(struct buddy __arena *b __arg_arena, u32 order, u32 carve, u64 size);
-int __buddy_drain(struct buddy __arena *b __arg_arena);
-int __buddy_coalesce(struct buddy __arena *b __arg_arena, u32 pass);
-s64 __buddy_put(struct buddy __arena *b __arg_arena, u64 addr, u32 flags);
-int __buddy_cache_flush(struct buddy __arena *b __arg_arena);
-COST(__buddy_take, r = __buddy_take(PTR(a), b, c, d))
-COST(__buddy_drain, r = __buddy_drain(PTR(a)))
-COST(__buddy_coalesce, r = __buddy_coalesce(PTR(a), b))
-COST(__buddy_put, r = __buddy_put(PTR(a), b, c))
-COST(__buddy_cache_flush, r = __buddy_cache_flush(PTR(a)))
-
 /* ---- the log ---- */
 COST(arena_stdout, r = arena_stdout("cost %llu %llu", a, b))
 
