@@ -60,14 +60,6 @@ static __noinline __maybe_unused int p##n(void)				\
 	return below();							\
 }
 
-/* Levels 2 .. 6 of chain p above p##1, each with pad bytes of its own. */
-#define CHAIN(p, pad)							\
-	LEVEL(p, 2, p##1, pad)						\
-	LEVEL(p, 3, p##2, pad)						\
-	LEVEL(p, 4, p##3, pad)						\
-	LEVEL(p, 5, p##4, pad)						\
-	LEVEL(p, 6, p##5, pad)
-
 /* arena_malloc and arena_free, small and large (through the buddy allocator). */
 #define ALLOC_LEVELS	LEVELS_OF(ARENA_ALLOC_FRAMES)
 #define ALLOC_PAD	PAD_OF(ALLOC_LEVELS, ARENA_ALLOC_STACK)
@@ -86,7 +78,11 @@ static __noinline int alloc1(void)
 		err = err ?: -EINVAL;
 	return err;
 }
-CHAIN(alloc, ALLOC_PAD)
+LEVEL(alloc, 2, alloc1, ALLOC_PAD)
+LEVEL(alloc, 3, alloc2, ALLOC_PAD)
+LEVEL(alloc, 4, alloc3, ALLOC_PAD)
+LEVEL(alloc, 5, alloc4, ALLOC_PAD)
+LEVEL(alloc, 6, alloc5, ALLOC_PAD)
 
 SEC("syscall")
 int test_frames_arena_malloc(struct arena_test_ctx *ctx)
@@ -113,7 +109,11 @@ static __noinline int calloc1(void)
 		err = err ?: -EINVAL;
 	return err;
 }
-CHAIN(calloc, CALLOC_PAD)
+LEVEL(calloc, 2, calloc1, CALLOC_PAD)
+LEVEL(calloc, 3, calloc2, CALLOC_PAD)
+LEVEL(calloc, 4, calloc3, CALLOC_PAD)
+LEVEL(calloc, 5, calloc4, CALLOC_PAD)
+LEVEL(calloc, 6, calloc5, CALLOC_PAD)
 
 SEC("syscall")
 int test_frames_arena_calloc(struct arena_test_ctx *ctx)
@@ -142,7 +142,11 @@ static __noinline int buddy1(void)
 		err = err ?: -EINVAL;
 	return err;
 }
-CHAIN(buddy, BUDDY_PAD)
+LEVEL(buddy, 2, buddy1, BUDDY_PAD)
+LEVEL(buddy, 3, buddy2, BUDDY_PAD)
+LEVEL(buddy, 4, buddy3, BUDDY_PAD)
+LEVEL(buddy, 5, buddy4, BUDDY_PAD)
+LEVEL(buddy, 6, buddy5, BUDDY_PAD)
 
 SEC("syscall")
 int test_frames_buddy(struct arena_test_ctx *ctx)
@@ -180,7 +184,11 @@ static __noinline int bt1(void)
 		err = bt_pop_first(bt, &k, &v) ?: bt_pop_last(bt, &k, &v);
 	return bt_destroy(bt) ?: err;
 }
-CHAIN(bt, BT_PAD)
+LEVEL(bt, 2, bt1, BT_PAD)
+LEVEL(bt, 3, bt2, BT_PAD)
+LEVEL(bt, 4, bt3, BT_PAD)
+LEVEL(bt, 5, bt4, BT_PAD)
+LEVEL(bt, 6, bt5, BT_PAD)
 
 SEC("syscall")
 int test_frames_btree(struct arena_test_ctx *ctx)
@@ -226,7 +234,11 @@ static __noinline int hmap1(void)
 		err = hmap_reserve(m, 2000);
 	return hmap_destroy(m) ?: err;
 }
-CHAIN(hmap, ST_PAD)
+LEVEL(hmap, 2, hmap1, ST_PAD)
+LEVEL(hmap, 3, hmap2, ST_PAD)
+LEVEL(hmap, 4, hmap3, ST_PAD)
+LEVEL(hmap, 5, hmap4, ST_PAD)
+LEVEL(hmap, 6, hmap5, ST_PAD)
 
 SEC("syscall")
 int test_frames_hashmap(struct arena_test_ctx *ctx)
@@ -278,7 +290,11 @@ static __noinline int others1(void)
 	bmp_free(bm);
 	return err;
 }
-CHAIN(others, ST_PAD)
+LEVEL(others, 2, others1, ST_PAD)
+LEVEL(others, 3, others2, ST_PAD)
+LEVEL(others, 4, others3, ST_PAD)
+LEVEL(others, 5, others4, ST_PAD)
+LEVEL(others, 6, others5, ST_PAD)
 
 SEC("syscall")
 int test_frames_structures(struct arena_test_ctx *ctx)

@@ -20,8 +20,8 @@
 
 char libarena_host_arena;
 
-/* The heap's reservation, for hmap_reserve(): libc malloc needs none. */
-int arena_heap_reserve(u64 size, u64 count)
+/* The heaps' reservation, for hmap_reserve(): libc malloc needs none. */
+int arena_heap_reserve_small(u64 size, u64 count)
 {
 	return 0;
 }
