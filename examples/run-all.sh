@@ -26,9 +26,10 @@ for src in "$(dirname "$0")"/*.bpf.c; do
 		"$build/verifier-cost" -T 3 "$build/examples/$name.bpf.o" "$simple" |
 			awk -v n="$name" '{ t[$2] = $3 } END {
 				for (k in t) if (k ~ /^scx_simple/) s = t[k]; else a = t[k];
-				printf "%s: the object loads in %d ms, scx_simple in " \
-				       "%d ms: %.1fx (goal: at most 3x: %s)\n", n, a, s,
-				       a / (s ? s : 1), a <= 3 * s ? "met" : "not met")
+				r = a / (s ? s : 1);
+				g = (a <= 3 * s) ? "met" : "not met";
+				f = "%s: the object loads in %d ms, scx_simple in %d ms: %.1fx";
+				printf f " (goal: at most 3x: %s)\n", n, a, s, r, g;
 			}'
 	fi
 	if "$bin" "$build/examples/$name.bpf.o"; then

@@ -5,9 +5,9 @@
  *
  *   arena_block_lookup(base, addr)  which allocator block holds an address, read from
  *                                   the metadata alloc_types.h lays out
- *   asan_hook_*()                   the sanitizer hook interface: the allocators call
- *                                   these unconditionally; without LIBARENA_ASAN each
- *                                   compiles to nothing (as the kernel's kasan_*() do)
+ *   asan_hook_*()                   the sanitizer hook interface, one block: the
+ *                                   allocators call these unconditionally; without
+ *                                   LIBARENA_ASAN each is an empty inline stub
  *
  * The layers, each using only those below it (scripts/check-layers checks the includes):
  *   base.h > log.h > spinlock.h > alloc_types.h > asan.h > this header > asan.bpf.c >
@@ -21,6 +21,38 @@
 #include <libarena/base.h>
 #include <libarena/alloc_types.h>
 #include <libarena/asan.h>
+#include <libarena/log.h>
+
+/* ---- where the arena is ---- */
+
+/*
+ * The allocators and the sanitizer address their windows from ARENA_USER_BASE, the
+ * arena map's map_extra (base.h), as the inlined fast paths must: the one way the
+ * library finds the arena. Their set-up calls refuse an arena that is elsewhere (a
+ * program's own map with another map_extra): true, and a log line for who, when the
+ * arena holding addr is not at ARENA_USER_BASE.
+ */
+#ifdef __BPF__
+static __always_inline bool arena_at_user_base(u64 addr)
+{
+	return arena_base_of(addr) == ARENA_USER_BASE;
+}
+#else
+/* The host tests keep the library's globals in their own data, the windows in place. */
+static __always_inline bool arena_at_user_base(u64 addr)
+{
+	return true;
+}
+#endif
+
+static __always_inline bool arena_misplaced(const char *who, u64 addr)
+{
+	if (arena_at_user_base(addr))
+		return false;
+	arena_stderr("%s: the arena is at %llx, not at ARENA_USER_BASE (%llx): was its map_extra changed?",
+		     who, arena_base_of(addr), ARENA_USER_BASE);
+	return true;
+}
 
 /* ---- block lookup ---- */
 
@@ -29,11 +61,12 @@
  * ARENA_BLOCK_FREE when the allocator has it free; 0 when no allocator block holds it.
  * A heap object is reported for any address in an active span's objects, handed out or
  * not (the heap's own free check tells those apart); a buddy block by its metadata
- * byte, whichever struct buddy owns the chunk. base is the arena's user address. An
- * unmapped descriptor or metadata page reads as zeroes: no block.
+ * byte, whichever struct buddy owns the chunk. An unmapped descriptor or metadata page
+ * reads as zeroes: no block.
  */
-static __always_inline u64 arena_block_lookup(u64 base, u64 addr)
+static __always_inline u64 arena_block_lookup(u64 addr)
 {
+	u64 base = ARENA_USER_BASE;
 	struct arena_heap_span __arena *sp;
 	u32 off = addr, s, rel, size, o;
 	u64 chunk;
@@ -101,21 +134,72 @@ static __always_inline void arena_clear_bit(u64 __arena *words, u32 bit)
 
 /* ---- the sanitizer hook interface ---- */
 
+/*
+ * The allocators call these unconditionally. In the sanitizer build most are the
+ * runtime's own entry points (src/asan.bpf.c); in the plain build every one is an empty
+ * inline stub that compiles to nothing, as the kernel's kasan_*() hooks do.
+ */
 #if defined(__BPF__) && defined(LIBARENA_ASAN)
 #define ASAN_ENABLED	1
 
-/* The runtime's side (src/asan.bpf.c); only this interface calls them. */
-int asan_alloc_hook(u64 addr, u64 size, u64 slot);
-int asan_free_hook(u64 addr, u64 slot);
+/* A block of slot bytes at addr handed out for size bytes: those valid, the rest not. */
+int asan_hook_alloc(u64 addr, u64 size, u64 slot);
+/* A block of slot bytes at addr freed: its size kept for reports, the block poisoned. */
+int asan_hook_free(u64 addr, u64 slot);
+/*
+ * Hand a freed, poisoned block to the quarantine: the block that leaves it (to be freed
+ * now), or 0. Without the sanitizer, the block itself.
+ */
+u64 asan_hook_quarantine(u64 addr, u64 slot);
+/* Take quarantine slot i (0 .. ASAN_QUARANTINE_MAX - 1): its block, or 0. */
+u64 asan_hook_quarantine_take(u32 i);
+/* Free reports, for asan_hook_bad_free(); depth is the caller's frame. */
 int asan_free_report(u64 addr, int kind, int depth);
-u64 asan_quarantine_push(u64 addr, u64 size);
-u64 asan_quarantine_take(u32 i);
 
-/* Set the shadow of [addr, addr + size), both multiples of 64, without a global call. */
-static __always_inline void asan__poison_inline(u64 addr, u64 size, s8 val)
+/* A bad free (ASAN_DOUBLE_FREE, ASAN_INVALID_FREE) of addr: report it. */
+static __always_inline void asan_hook_bad_free(u64 addr, int kind)
+{
+	asan_free_report(addr, kind, 2);
+}
+
+/* Blocks the quarantine holds: freed by their owner, not yet by the allocator. */
+static __always_inline int asan_hook_quarantined(void)
+{
+	return asan_quarantine_count();
+}
+
+/* True when addr's shadow says a freed block (poisoned by asan_hook_free). */
+static __always_inline bool asan_hook_freed(u64 addr)
+{
+	return asan_shadow_of(addr) == ASAN_FREED;
+}
+
+/* Sleepable: memory the allocator mapped; its shadow mapped and set to fill. */
+static __always_inline void asan_hook_map(u64 addr, u64 size, s8 fill)
+{
+	asan_shadow_map(addr, size, fill);
+}
+
+/* Sleepable: the shadow of the arena's first pages (its globals), once. */
+static __always_inline void asan_hook_map_low(void)
+{
+	asan_map_low(0);
+}
+
+/* Set the shadow of size bytes at addr (8-byte aligned) to code (0: valid). */
+static __always_inline void asan_hook_poison(u64 addr, u64 size, s8 code)
+{
+	asan_poison((void __arena *)addr, code, size);
+}
+
+/*
+ * The same without a global call, for code that runs with preemption disabled: addr
+ * and size multiples of 64.
+ */
+static __always_inline void asan_hook_poison_inline(u64 addr, u64 size, s8 code)
 {
 	u64 sp = (u64)asan__shadow(addr);
-	u64 word = (u8)val, i;
+	u64 word = (u8)code, i;
 
 	word |= word << 8;
 	word |= word << 16;
@@ -123,123 +207,29 @@ static __always_inline void asan__poison_inline(u64 addr, u64 size, s8 val)
 	for (i = zero; i < size / 64 && can_loop; i++)
 		*(u64 __arena *)(sp + i * 8) = word;
 }
-#else
-#define ASAN_ENABLED	0
-#endif
-
-/* Bytes to ask the allocator for: size and a redzone after it when that fits in max. */
-static __always_inline u64 asan_hook_redzone(u64 size, u64 max)
-{
-	if (ASAN_ENABLED && size <= max - ASAN_REDZONE_SIZE)
-		return size + ASAN_REDZONE_SIZE;
-	return size;
-}
-
-/* A block of slot bytes at addr handed out for size bytes: those valid, the rest not. */
-static __always_inline void asan_hook_alloc(u64 addr, u64 size, u64 slot)
-{
-#if ASAN_ENABLED
-	asan_alloc_hook(addr, size, slot);
-#endif
-}
-
-/* A block of slot bytes at addr freed: its size kept for reports, the block poisoned. */
-static __always_inline void asan_hook_free(u64 addr, u64 slot)
-{
-#if ASAN_ENABLED
-	asan_free_hook(addr, slot);
-#endif
-}
-
-/* A bad free (ASAN_DOUBLE_FREE, ASAN_INVALID_FREE) of addr: report it. */
-static __always_inline void asan_hook_bad_free(u64 addr, int kind)
-{
-#if ASAN_ENABLED
-	asan_free_report(addr, kind, 2);
-#endif
-}
-
-/*
- * Hand a freed, poisoned block to the quarantine: the block that leaves it (to be freed
- * now), or 0. Without the sanitizer, the block itself.
- */
-static __always_inline u64 asan_hook_quarantine(u64 addr, u64 slot)
-{
-#if ASAN_ENABLED
-	return asan_quarantine_push(addr, slot);
-#else
-	return addr;
-#endif
-}
-
-/* Take quarantine slot i (0 .. ASAN_QUARANTINE_MAX - 1): its block, or 0. */
-static __always_inline u64 asan_hook_quarantine_take(u32 i)
-{
-#if ASAN_ENABLED
-	return asan_quarantine_take(i);
-#else
-	return 0;
-#endif
-}
-
-/* Blocks the quarantine holds: freed by their owner, not yet by the allocator. */
-static __always_inline int asan_hook_quarantined(void)
-{
-#if ASAN_ENABLED
-	return asan_quarantine_count();
-#else
-	return 0;
-#endif
-}
-
-/* True when addr's shadow says a freed block (poisoned by asan_hook_free). */
-static __always_inline bool asan_hook_freed(u64 addr)
-{
-#if ASAN_ENABLED
-	return asan_shadow_of(addr) == ASAN_FREED;
-#else
-	return false;
-#endif
-}
-
-/* Sleepable: memory the allocator mapped; its shadow mapped and set to fill. */
-static __always_inline void asan_hook_map(u64 addr, u64 size, s8 fill)
-{
-#if ASAN_ENABLED
-	asan_shadow_map(addr, size, fill);
-#endif
-}
-
-/* Set the shadow of size bytes at addr (8-byte aligned) to code (0: valid). */
-static __always_inline void asan_hook_poison(u64 addr, u64 size, s8 code)
-{
-#if ASAN_ENABLED
-	asan_poison((void __arena *)addr, code, size);
-#endif
-}
-
-/* The same, for code that runs with preemption disabled: addr and size multiples of 64. */
-static __always_inline void asan_hook_poison_inline(u64 addr, u64 size, s8 code)
-{
-#if ASAN_ENABLED
-	asan__poison_inline(addr, size, code);
-#endif
-}
 
 /* An access of size bytes at addr that the compiler did not check (a copy, a fill). */
 static __always_inline void asan_hook_check(u64 addr, u64 size, int write)
 {
-#if ASAN_ENABLED
 	asan_check_range(addr, size, write);
-#endif
 }
 
-/* Sleepable: the shadow of the arena's first pages (its globals), once. */
-static __always_inline void asan_hook_map_low(void)
-{
-#if ASAN_ENABLED
-	asan_map_low(0);
-#endif
-}
+#else /* the plain build: no shadow, nothing to do */
+#define ASAN_ENABLED	0
+
+static __always_inline int asan_hook_alloc(u64 addr, u64 size, u64 slot) { return 0; }
+static __always_inline int asan_hook_free(u64 addr, u64 slot) { return 0; }
+static __always_inline u64 asan_hook_quarantine(u64 addr, u64 slot) { return addr; }
+static __always_inline u64 asan_hook_quarantine_take(u32 i) { return 0; }
+static __always_inline void asan_hook_bad_free(u64 addr, int kind) { }
+static __always_inline int asan_hook_quarantined(void) { return 0; }
+static __always_inline bool asan_hook_freed(u64 addr) { return false; }
+static __always_inline void asan_hook_map(u64 addr, u64 size, s8 fill) { }
+static __always_inline void asan_hook_map_low(void) { }
+static __always_inline void asan_hook_poison(u64 addr, u64 size, s8 code) { }
+static __always_inline void asan_hook_poison_inline(u64 addr, u64 size, s8 code) { }
+static __always_inline void asan_hook_check(u64 addr, u64 size, int write) { }
+
+#endif /* LIBARENA_ASAN */
 
 #endif /* __LIBARENA_ALLOC_INTERNAL_H */

@@ -42,11 +42,6 @@ u64 __arena_global asan_freed_head;
 #define SHADOW_PAGES	((1u << 29) / 4096)
 u64 __arena_global asan_shadow_mapped[SHADOW_PAGES / 64];
 
-static __always_inline u64 base(void)
-{
-	return arena_base_of((u64)&asan_state);
-}
-
 __weak u64 asan_state_addr(void)
 {
 	return (u64)&asan_state;
@@ -90,7 +85,7 @@ __weak int asan_shadow_map(u64 addr, u64 size, s8 fill)
 		if (atomic_fetch_or(&asan_shadow_mapped[pg / 64], 1ull << (pg % 64)) &
 		    (1ull << (pg % 64)))
 			continue;
-		p = bpf_arena_alloc_pages(&arena, (void __arena *)(base() + ASAN_SHADOW_START +
+		p = bpf_arena_alloc_pages(&arena, (void __arena *)(ARENA_USER_BASE + ASAN_SHADOW_START +
 					  (u64)pg * 4096), 1, NUMA_NO_NODE, 0);
 		if (!p)
 			continue;
@@ -115,7 +110,7 @@ __weak int asan_map_low(u64 pages)
 		return -E2BIG;
 	if (READ_ONCE(st->low_pages) >= pages)
 		return 0;
-	asan_shadow_map(base(), pages * 4096, 0);
+	asan_shadow_map(ARENA_USER_BASE, pages * 4096, 0);
 	for (i = zero; i < 64 && can_loop; i++) {
 		old = READ_ONCE(st->low_pages);
 		if (old >= pages || cmpxchg(&st->low_pages, old, pages) == old)
@@ -160,11 +155,11 @@ static __always_inline u32 freed_size(u64 start)
 /* The block (slot start and size) an address falls in: alloc_internal.h reads it. */
 static __always_inline bool block_of(u64 addr, u64 *start, u32 *slot)
 {
-	u64 b = arena_block_lookup(base(), addr);
+	u64 b = arena_block_lookup(addr);
 
 	if (!b)
 		return false;
-	*start = base() + (u32)b;
+	*start = ARENA_USER_BASE + (u32)b;
 	*slot = (b & ~ARENA_BLOCK_FREE) >> 32;
 	return true;
 }
@@ -351,7 +346,7 @@ __weak int asan_check_range(u64 addr, u64 size, int write)
 	return asan_access(addr, size, write ? ASAN_F_WRITE : 0, return_ip(2), false);
 }
 
-__weak int asan_alloc_hook(u64 addr, u64 size, u64 slot)
+__weak int asan_hook_alloc(u64 addr, u64 size, u64 slot)
 {
 	return asan__alloc_hook(addr, size, slot);
 }
@@ -360,7 +355,7 @@ __weak int asan_alloc_hook(u64 addr, u64 size, u64 slot)
  * A block of slot bytes at addr freed: its requested size noted for later reports, the
  * block poisoned. Already poisoned as freed: nothing to do (the free check reports).
  */
-__weak int asan_free_hook(u64 addr, u64 slot)
+__weak int asan_hook_free(u64 addr, u64 slot)
 {
 	u32 size, i;
 
@@ -379,7 +374,7 @@ __weak int asan_free_hook(u64 addr, u64 slot)
  * freed now), or 0. Large blocks have a few slots of their own at the end, so that the
  * chunks non-sleepable callers depend on do not all sit in the quarantine.
  */
-__weak u64 asan_quarantine_push(u64 addr, u64 size)
+__weak u64 asan_hook_quarantine(u64 addr, u64 size)
 {
 	struct asan_state __arena *st = &asan_state;
 	u32 len = READ_ONCE(st->quarantine_len), i;
@@ -409,7 +404,7 @@ __weak int asan_quarantine_count(void)
  * Take quarantine slot i: its block (freed, poisoned) or 0. The heap's
  * arena_quarantine_flush() frees what it takes: the sanitizer calls no allocator.
  */
-__weak u64 asan_quarantine_take(u32 i)
+__weak u64 asan_hook_quarantine_take(u32 i)
 {
 	if (!READ_ONCE(asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)]))
 		return 0;
@@ -499,6 +494,8 @@ __weak int asan_init(struct asan_init_args *args)
 
 	if (!args)
 		return -EINVAL;
+	if (arena_misplaced(__func__, (u64)st))
+		return -EFAULT;
 	st->magic = ASAN_STATE_MAGIC;
 	st->report_first = !!args->report_first;
 	if (args->quarantine == ~0u)

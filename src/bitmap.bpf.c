@@ -142,42 +142,49 @@ static __always_inline bool args_ok(const char *fn, u32 bits, struct arena_bitma
 	return true;
 }
 
+/* A whole-map change for fn: the arguments checked (-EINVAL, logged), then applied. */
+static __always_inline int apply_checked(const char *fn, u32 bits,
+					 struct arena_bitmap __arena *dst,
+					 struct arena_bitmap __arena *a,
+					 struct arena_bitmap __arena *b, int op)
+{
+	if (!args_ok(fn, bits, dst, a, b))
+		return -EINVAL;
+	return bmp_apply(bits, dst, a, b, op);
+}
+
 __weak int bmp_clear(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 {
-	if (!args_ok(__func__, bits, bmp, bmp, bmp))
-		return -EINVAL;
-	return bmp_apply(bits, bmp, bmp, bmp, BMP_OP_CLEAR);
+	return apply_checked(__func__, bits, bmp, bmp, bmp, BMP_OP_CLEAR);
 }
 
 __weak int bmp_and(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
 		   struct arena_bitmap __arena *a __arg_arena,
 		   struct arena_bitmap __arena *b __arg_arena)
 {
-	if (!args_ok(__func__, bits, dst, a, b))
-		return -EINVAL;
-	return bmp_apply(bits, dst, a, b, BMP_OP_AND);
+	return apply_checked(__func__, bits, dst, a, b, BMP_OP_AND);
 }
 
 __weak int bmp_or(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
 		  struct arena_bitmap __arena *a __arg_arena,
 		  struct arena_bitmap __arena *b __arg_arena)
 {
-	if (!args_ok(__func__, bits, dst, a, b))
-		return -EINVAL;
-	return bmp_apply(bits, dst, a, b, BMP_OP_OR);
+	return apply_checked(__func__, bits, dst, a, b, BMP_OP_OR);
 }
 
 __weak int bmp_copy(u32 bits, struct arena_bitmap __arena *dst __arg_arena,
 		    struct arena_bitmap __arena *src __arg_arena)
 {
-	if (!args_ok(__func__, bits, dst, src, src))
-		return -EINVAL;
-	return bmp_apply(bits, dst, src, src, BMP_OP_COPY);
+	return apply_checked(__func__, bits, dst, src, src, BMP_OP_COPY);
 }
 
 enum bmp_query { BMP_Q_EMPTY, BMP_Q_INTERSECTS, BMP_Q_SUBSET };
 
-/* 1 when some counted word answers the query (for EMPTY and SUBSET: violates it). */
+/*
+ * 1 when some counted word answers the query (for EMPTY and SUBSET: violates it). The
+ * walk is bmp_apply()'s, kept apart: one writes, one stops early, and each stays a loop
+ * the verifier checks once.
+ */
 static __noinline int bmp_find(u32 bits, struct arena_bitmap __arena *a,
 			       struct arena_bitmap __arena *b, int q)
 {
@@ -203,32 +210,34 @@ static __noinline int bmp_find(u32 bits, struct arena_bitmap __arena *a,
 	return w == words ? 0 : -E2BIG;
 }
 
+/* A whole-map query for fn: the arguments checked (-EINVAL, logged), then answered. */
+static __always_inline int find_checked(const char *fn, u32 bits,
+					struct arena_bitmap __arena *a,
+					struct arena_bitmap __arena *b, int q)
+{
+	if (!args_ok(fn, bits, a, b, b))
+		return -EINVAL;
+	return bmp_find(bits, a, b, q);
+}
+
 __weak int bmp_empty(u32 bits, struct arena_bitmap __arena *bmp __arg_arena)
 {
-	int ret;
+	int ret = find_checked(__func__, bits, bmp, bmp, BMP_Q_EMPTY);
 
-	if (!args_ok(__func__, bits, bmp, bmp, bmp))
-		return -EINVAL;
-	ret = bmp_find(bits, bmp, bmp, BMP_Q_EMPTY);
 	return ret < 0 ? ret : !ret;
 }
 
 __weak int bmp_intersects(u32 bits, struct arena_bitmap __arena *a __arg_arena,
 			  struct arena_bitmap __arena *b __arg_arena)
 {
-	if (!args_ok(__func__, bits, a, b, b))
-		return -EINVAL;
-	return bmp_find(bits, a, b, BMP_Q_INTERSECTS);
+	return find_checked(__func__, bits, a, b, BMP_Q_INTERSECTS);
 }
 
 __weak int bmp_subset(u32 bits, struct arena_bitmap __arena *big __arg_arena,
 		      struct arena_bitmap __arena *small __arg_arena)
 {
-	int ret;
+	int ret = find_checked(__func__, bits, big, small, BMP_Q_SUBSET);
 
-	if (!args_ok(__func__, bits, big, small, small))
-		return -EINVAL;
-	ret = bmp_find(bits, big, small, BMP_Q_SUBSET);
 	return ret < 0 ? ret : !ret;
 }
 
@@ -245,6 +254,7 @@ struct bmp_print_text {
 	char text[BMP_PRINT_MAX + 24];
 };
 
+/* A per-CPU scratch value, declared as log.h's is (the BTF map syntax wants it whole). */
 #ifdef __BPF__
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -19,16 +19,10 @@
 #define HMAP_FREE_MAX	(1u << 22)	/* nodes one free_all() walk frees (its loop budget) */
 #define HMAP_RESERVE_TRIES	4	/* doublings hmap_reserve() tries that find no memory */
 
-/* m is a live map; if not, fn logs it and fails with -EINVAL. */
+/* m is a live map; if not, fn logs it (the caller fails with -EINVAL). */
 static __always_inline bool map_ok(const char *fn, struct hmap __arena *m)
 {
-	arena_subprog_init();
-	/* The magic before the other fields: pairs with the release in hmap_create_addr(). */
-	if (!m || smp_load_acquire(&m->magic) != HMAP_MAGIC) {
-		arena_stderr("%s: %llx is not a live map", fn, (u64)m);
-		return false;
-	}
-	return true;
+	return arena_live(fn, m, HMAP_MAGIC, "map");
 }
 
 enum write_op { HM_INSERT, HM_UPDATE, HM_UPSERT, HM_DELETE };
@@ -438,15 +432,9 @@ __weak __noasan int __hmap_write(struct hmap __arena *m __arg_arena,
 		return -EINVAL;
 	s = &m->stripes[stripe_of(req->hash)];
 	start = bucket_start(m, req->hash);
-	if (arena_spin_lock(&s->lock)) {
-		atomic_add(&m->lock_timeouts, 1);
-		return -ETIMEDOUT;
-	}
-	if (m->magic != HMAP_MAGIC) {
-		/* Destroyed while we waited (the caller broke the rule): touch nothing. */
-		arena_spin_unlock(&s->lock);
-		return -EINVAL;
-	}
+	ret = arena_spin_lock_live(&s->lock, m, HMAP_MAGIC);
+	if (ret)
+		return ret;
 	ret = write_locked(s, start, req->hash, req->val, req->op, req->spare, &req->old);
 	arena_spin_unlock(&s->lock);
 	return ret;
@@ -567,12 +555,8 @@ __weak __noasan int hmap_iter(struct hmap __arena *m __arg_arena, struct hmap_cu
 	u64 found = 0, v = 0;
 	int ret;
 
-	if (!map_ok(__func__, m))
+	if (!map_ok(__func__, m) || !arena_given(__func__, cursor, "cursor"))
 		return -EINVAL;
-	if (!cursor) {
-		arena_stderr("%s: no cursor", __func__);
-		return -EINVAL;
-	}
 	if (cursor->done)
 		return -ENOENT;
 	ret = read_first(m, cursor->hash, false, &found, &v);

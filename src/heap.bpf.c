@@ -10,10 +10,7 @@
  *     incoming reserve, released spans): pushes by compare-and-swap, one exchange to take;
  *   - page kfuncs only in the maintenance code, which non-sleepable programs never reach.
  */
-#include <libarena/heap.h>
-#include <libarena/buddy.h>
-#include "alloc_internal.h"
-#include "buddy/internal.h"
+#include "heap/internal.h"
 
 /*
  * One compilation unit in parts (as the kernel's kernel/sched/build_policy.c is): the

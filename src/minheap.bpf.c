@@ -10,15 +10,10 @@
 #include <libarena/minheap.h>
 #include <libarena/heap.h>
 
-/* h is a live heap; if not, fn logs it and fails with -EINVAL. */
+/* h is a live heap; if not, fn logs it (the caller fails with -EINVAL). */
 static __always_inline bool heap_ok(const char *fn, struct minheap __arena *h)
 {
-	arena_subprog_init();
-	if (!h || h->magic != MINHEAP_MAGIC) {
-		arena_stderr("%s: %llx is not a live heap", fn, (u64)h);
-		return false;
-	}
-	return true;
+	return arena_live(fn, h, MINHEAP_MAGIC, "heap");
 }
 
 /* Under the lock: failures to report once it is let go. */
@@ -123,21 +118,6 @@ static __always_inline __noasan int index_of(struct minheap __arena *h, s64 hand
 	return s->index;
 }
 
-/* 0 with the lock held; -ETIMEDOUT, or -EINVAL for a heap destroyed while we waited. */
-static __always_inline __noasan int lock_heap(struct minheap __arena *h)
-{
-	if (arena_spin_lock(&h->lock)) {
-		atomic_add(&h->lock_timeouts, 1);
-		return -ETIMEDOUT;
-	}
-	if (h->magic != MINHEAP_MAGIC) {
-		/* The caller broke the rule (see minheap.h): let go and touch nothing. */
-		arena_spin_unlock(&h->lock);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* A count past the capacity (user space wrote over the heap): nothing is touched. */
 static __always_inline __noasan bool damaged(struct minheap __arena *h)
 {
@@ -148,6 +128,33 @@ static __noinline __noasan void report_damage(const char *fn, struct minheap __a
 {
 	arena_stderr("%s: heap %llx is broken: count %u, free %u, capacity %u", fn, (u64)h,
 		     h->count, h->nr_free, h->capacity);
+}
+
+/* h checked and locked for fn: 0 with the lock held, or the error. */
+static __always_inline __noasan int lock_heap(const char *fn, struct minheap __arena *h)
+{
+	if (!heap_ok(fn, h))
+		return -EINVAL;
+	return arena_spin_lock_live(&h->lock, h, MINHEAP_MAGIC);
+}
+
+/*
+ * The frame of every call on the entries: h checked and locked (their errors returned),
+ * and -EFAULT, reported once the lock is let go, for a damaged heap. 0 with the lock
+ * held and the counts sound: the call then unlocks.
+ */
+static __always_inline __noasan int enter_heap(const char *fn, struct minheap __arena *h)
+{
+	int ret = lock_heap(fn, h);
+
+	if (ret)
+		return ret;
+	if (damaged(h)) {
+		arena_spin_unlock(&h->lock);
+		report_damage(fn, h);
+		return -EFAULT;
+	}
+	return 0;
 }
 
 __weak __noasan u64 minheap_create_addr(u32 capacity)
@@ -197,9 +204,7 @@ __weak __noasan int minheap_destroy(struct minheap __arena *h __arg_arena)
 {
 	int ret;
 
-	if (!heap_ok(__func__, h))
-		return -EINVAL;
-	ret = lock_heap(h);
+	ret = lock_heap(__func__, h);
 	if (ret)
 		return ret;
 	h->magic = 0;
@@ -217,15 +222,11 @@ __weak __noasan s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 ke
 	u32 slot, i;
 	s64 ret;
 
-	if (!heap_ok(__func__, h))
-		return -EINVAL;
-	ret = lock_heap(h);
+	ret = enter_heap(__func__, h);
 	if (ret)
 		return ret;
 	ret = -ENOSPC;
-	if (damaged(h)) {
-		ret = -EFAULT;
-	} else if (h->count < h->capacity && h->nr_free) {
+	if (h->count < h->capacity && h->nr_free) {
 		h->nr_free--;
 		slot = h->free[h->nr_free & (MINHEAP_MAX_CAPACITY - 1)] &
 		       (MINHEAP_MAX_CAPACITY - 1);
@@ -241,23 +242,22 @@ __weak __noasan s64 minheap_insert(struct minheap __arena *h __arg_arena, u64 ke
 		ret = (s64)((u64)s->gen << MINHEAP_SLOT_BITS | slot);
 	}
 	arena_spin_unlock(&h->lock);
-	if (ret == -EFAULT)
-		report_damage("minheap_insert", h);
 	return ret;
 }
 
-__weak __noasan int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key, u64 *value)
+/* The smallest entry into *key and *value (either may be NULL), taken out with pop. */
+static __always_inline __noasan int first(const char *fn, struct minheap __arena *h,
+					  u64 *key, u64 *value, bool pop)
 {
-	int ret;
+	int ret = enter_heap(fn, h);
 
-	if (!heap_ok(__func__, h))
-		return -EINVAL;
-	ret = lock_heap(h);
 	if (ret)
 		return ret;
 	ret = -ENOENT;
-	if (damaged(h)) {
-		ret = -EFAULT;
+	if (h->count && pop) {
+		/* zero, not 0: a constant index would make the verifier walk every sift apart. */
+		take_out(h, zero, key, value);
+		ret = 0;
 	} else if (h->count) {
 		if (key)
 			*key = h->entries[0].key;
@@ -266,84 +266,66 @@ __weak __noasan int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key
 		ret = 0;
 	}
 	arena_spin_unlock(&h->lock);
-	if (ret == -EFAULT)
-		report_damage("minheap_peek", h);
 	return ret;
+}
+
+__weak __noasan int minheap_peek(struct minheap __arena *h __arg_arena, u64 *key, u64 *value)
+{
+	return first(__func__, h, key, value, false);
 }
 
 __weak __noasan int minheap_pop(struct minheap __arena *h __arg_arena, u64 *key, u64 *value)
 {
-	int ret;
+	return first(__func__, h, key, value, true);
+}
 
-	if (!heap_ok(__func__, h))
-		return -EINVAL;
-	ret = lock_heap(h);
+/*
+ * The entry index of handle, with h locked for fn; or the error, unlocked (a handle
+ * that is not one of h's logged).
+ */
+static __always_inline __noasan int enter_entry(const char *fn, struct minheap __arena *h,
+						s64 handle)
+{
+	int ret = enter_heap(fn, h);
+
 	if (ret)
 		return ret;
-	ret = -ENOENT;
-	if (damaged(h)) {
-		ret = -EFAULT;
-	} else if (h->count) {
-		/* zero, not 0: a constant index would make the verifier walk every sift apart. */
-		take_out(h, zero, key, value);
-		ret = 0;
+	ret = index_of(h, handle);
+	if (ret < 0) {
+		arena_spin_unlock(&h->lock);
+		if (ret == -EINVAL)
+			arena_stderr("%s: handle %lld is not one of heap %llx", fn, handle,
+				     (u64)h);
 	}
-	arena_spin_unlock(&h->lock);
-	if (ret == -EFAULT)
-		report_damage("minheap_pop", h);
 	return ret;
 }
 
 __weak __noasan int minheap_remove(struct minheap __arena *h __arg_arena, s64 handle,
 				   u64 *key, u64 *value)
 {
-	int ret;
+	int i = enter_entry(__func__, h, handle);
 
-	if (!heap_ok(__func__, h))
-		return -EINVAL;
-	ret = lock_heap(h);
-	if (ret)
-		return ret;
-	ret = damaged(h) ? -EFAULT : index_of(h, handle);
-	if (ret >= 0) {
-		take_out(h, ret, key, value);
-		ret = 0;
-	}
+	if (i < 0)
+		return i;
+	take_out(h, i, key, value);
 	arena_spin_unlock(&h->lock);
-	if (ret == -EFAULT)
-		report_damage("minheap_remove", h);
-	else if (ret == -EINVAL)
-		arena_stderr("%s: handle %lld is not one of heap %llx", __func__, handle, (u64)h);
-	return ret;
+	return 0;
 }
 
 __weak __noasan int minheap_update(struct minheap __arena *h __arg_arena, s64 handle, u64 key)
 {
 	struct minheap_entry __arena *e;
-	int ret;
-	u32 i;
+	int i = enter_entry(__func__, h, handle);
 
-	if (!heap_ok(__func__, h))
-		return -EINVAL;
-	ret = lock_heap(h);
-	if (ret)
-		return ret;
-	ret = damaged(h) ? -EFAULT : index_of(h, handle);
-	if (ret >= 0) {
-		i = ret;
-		e = &h->entries[i];
-		e->key = key;
-		e->seq = h->next_seq++;
-		if (sift_up(h, i) == i)
-			sift_down(h, i);
-		ret = 0;
-	}
+	if (i < 0)
+		return i;
+	e = &h->entries[i];
+	e->key = key;
+	e->seq = h->next_seq++;
+	if (sift_up(h, i) == i)
+		sift_down(h, i);
 	arena_spin_unlock(&h->lock);
-	if (ret == -EFAULT)
-		report_damage("minheap_update", h);
-	else if (ret == -EINVAL)
-		arena_stderr("%s: handle %lld is not one of heap %llx", __func__, handle, (u64)h);
-	return ret;
+	return 0;
 }
 
 __weak __noasan int minheap_count(struct minheap __arena *h __arg_arena)

@@ -10,15 +10,10 @@
 #include <libarena/mpmcq.h>
 #include <libarena/heap.h>
 
-/* q is a live queue; if not, fn logs it and fails with -EINVAL. */
+/* q is a live queue; if not, fn logs it (the caller fails with -EINVAL). */
 static __always_inline bool queue_ok(const char *fn, struct mpmcq __arena *q)
 {
-	arena_subprog_init();
-	if (!q || q->magic != MPMCQ_MAGIC) {
-		arena_stderr("%s: %llx is not a live queue", fn, (u64)q);
-		return false;
-	}
-	return true;
+	return arena_live(fn, q, MPMCQ_MAGIC, "queue");
 }
 
 __weak u64 mpmcq_create_addr(u32 capacity)
@@ -69,6 +64,11 @@ __weak int mpmcq_destroy(struct mpmcq __arena *q __arg_arena)
 	return arena_free_call(q);
 }
 
+/*
+ * Push and pop are the two sides of one protocol and mirror each other: each claims a
+ * position by compare-and-swap once its cell's sequence says it is its turn, and
+ * publishes by setting the sequence the other side waits for.
+ */
 __weak int mpmcq_push(struct mpmcq __arena *q __arg_arena, u64 val)
 {
 	struct mpmcq_cell __arena *cell;
@@ -115,12 +115,8 @@ __weak int mpmcq_pop(struct mpmcq __arena *q __arg_arena, u64 *val)
 	u64 pos, seq, mask, seen, v;
 	s64 diff;
 
-	if (!queue_ok(__func__, q))
+	if (!queue_ok(__func__, q) || !arena_given(__func__, val, "val"))
 		return -EINVAL;
-	if (!val) {
-		arena_stderr("%s: NULL val", __func__);
-		return -EINVAL;
-	}
 	mask = q->mask;
 	pos = READ_ONCE(q->head);
 	while (can_loop) {

@@ -21,15 +21,10 @@
 
 typedef struct rbnode __arena rbnode_t;
 
-/* t is a live tree; if not, fn logs it and fails (-EINVAL, or NULL for the _addr calls). */
+/* t is a live tree; if not, fn logs it (the caller fails with -EINVAL). */
 static __always_inline bool tree_ok(const char *fn, struct rbtree __arena *t)
 {
-	arena_subprog_init();
-	if (!t || t->magic != RB_MAGIC) {
-		arena_stderr("%s: %llx is not a live tree", fn, (u64)t);
-		return false;
-	}
-	return true;
+	return arena_live(fn, t, RB_MAGIC, "tree");
 }
 
 /* t allocates its nodes as the call needs (mode); if not, fn logs it and fails with -EINVAL. */
@@ -46,8 +41,8 @@ static __always_inline bool mode_ok(const char *fn, struct rbtree __arena *t,
 
 #define BROKEN(fn, t)								\
 	({									\
-		arena_stderr(fn ": tree %llx is broken (a cycle or deeper than %d)", \
-			     (u64)(t), RB_MAX_DEPTH);				\
+		arena_stderr("%s: tree %llx is broken (a cycle or deeper than %d)", \
+			     fn, (u64)(t), RB_MAX_DEPTH);				\
 		-EFAULT;							\
 	})
 
@@ -369,6 +364,7 @@ __weak u64 rb_create_addr(enum rbtree_alloc alloc, enum rbtree_insert_mode inser
 			     " (RB_NOALLOC cannot have RB_UPDATE)" : "");
 		return 0;
 	}
+	/* As rb_node_alloc_addr(): every field set, for arena_malloc() does not zero. */
 	t = arena_malloc_call(sizeof(*t));
 	if (!t) {
 		arena_stderr("rb_create: out of memory");
@@ -547,24 +543,38 @@ __weak int rb_remove_node(struct rbtree __arena *t __arg_arena,
 	return 0;
 }
 
+/* The least node of t (*np) and its key and value (either may be NULL), for fn. */
+static __always_inline int least(const char *fn, struct rbtree __arena *t, u64 *key,
+				 u64 *value, rbnode_t **np)
+{
+	rbnode_t *n;
+
+	if (!t->root)
+		return -ENOENT;
+	n = extreme(t->root, 0);
+	if (!n)
+		return BROKEN(fn, t);
+	if (key)
+		*key = n->key;
+	if (value)
+		*value = n->value;
+	*np = n;
+	return 0;
+}
+
 __weak int rb_pop(struct rbtree __arena *t __arg_arena, u64 *key,
 		  u64 *value)
 {
 	rbnode_t *n;
+	int ret;
 
 	if (!tree_ok(__func__, t))
 		return -EINVAL;
 	if (!mode_ok(__func__, t, RB_ALLOC))
 		return -EINVAL;
-	if (!t->root)
-		return -ENOENT;
-	n = extreme(t->root, 0);
-	if (!n)
-		return BROKEN("rb_pop", t);
-	if (key)
-		*key = n->key;
-	if (value)
-		*value = n->value;
+	ret = least(__func__, t, key, value, &n);
+	if (ret)
+		return ret;
 	if (erase(t, n))
 		return BROKEN("rb_pop", t);
 	arena_free(n);
@@ -621,16 +631,7 @@ __weak int rb_least(struct rbtree __arena *t __arg_arena, u64 *key,
 
 	if (!tree_ok(__func__, t))
 		return -EINVAL;
-	if (!t->root)
-		return -ENOENT;
-	n = extreme(t->root, 0);
-	if (!n)
-		return BROKEN("rb_least", t);
-	if (key)
-		*key = n->key;
-	if (value)
-		*value = n->value;
-	return 0;
+	return least(__func__, t, key, value, &n);
 }
 
 /* The iteration calls log a broken tree and return NULL (0). */

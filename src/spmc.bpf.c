@@ -24,15 +24,10 @@
 #define steal_fence() smp_mb()
 #endif
 
-/* q is a live deque; if not, fn logs it and fails with -EINVAL. */
+/* q is a live deque; if not, fn logs it (the caller fails with -EINVAL). */
 static __always_inline bool deque_ok(const char *fn, struct spmc __arena *q)
 {
-	arena_subprog_init();
-	if (!q || q->magic != SPMC_MAGIC) {
-		arena_stderr("%s: %llx is not a live deque", fn, (u64)q);
-		return false;
-	}
-	return true;
+	return arena_live(fn, q, SPMC_MAGIC, "deque");
 }
 
 static __always_inline u64 arr_size(struct spmc_arr __arena *a)
@@ -150,12 +145,8 @@ __weak int spmc_owned_remove(struct spmc __arena *q __arg_arena, u64 *val)
 	u64 b, t, v;
 	bool won;
 
-	if (!deque_ok(__func__, q))
+	if (!deque_ok(__func__, q) || !arena_given(__func__, val, "val"))
 		return -EINVAL;
-	if (!val) {
-		arena_stderr("%s: NULL val", __func__);
-		return -EINVAL;
-	}
 	a = q->cur;
 	b = q->bottom - 1;
 	/* Claim position b first, then look at top: thieves see the claim or we see theirs. */
@@ -186,12 +177,8 @@ __weak int spmc_steal(struct spmc __arena *q __arg_arena, u64 *val)
 	struct spmc_arr __arena *a;
 	u64 b, t, v;
 
-	if (!deque_ok(__func__, q))
+	if (!deque_ok(__func__, q) || !arena_given(__func__, val, "val"))
 		return -EINVAL;
-	if (!val) {
-		arena_stderr("%s: NULL val", __func__);
-		return -EINVAL;
-	}
 	/* top before bottom and the slot: pairs with the takers' compare-and-swap of top. */
 	t = smp_load_acquire(&q->top);
 	steal_fence();

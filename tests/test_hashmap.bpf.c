@@ -379,20 +379,6 @@ int test_hashmap_damaged(struct arena_test_ctx *ctx)
 
 u64 __arena_global race_map;
 
-/*
- * A writer that gave up on a region's lock changed nothing (a vCPU the host stalled for
- * 250 ms holds it): the call is made again, for up to ARENA_TEST_RETRY_NS, so that a
- * lock that never frees fails the test before the guest's watchdog panics.
- */
-#define RETRY(call)								\
-	({									\
-		u64 ___end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;		\
-		int ___r;							\
-		while ((___r = (call)) == -ETIMEDOUT &&				\
-		       bpf_ktime_get_ns() < ___end && can_loop)			\
-			;							\
-		___r;								\
-	})
 u64 __arena_global race_added[RACE_THREADS], race_deleted[RACE_THREADS];
 u64 __arena_global race_stable_bad[RACE_THREADS], race_errors[RACE_THREADS];
 
@@ -421,19 +407,19 @@ static __noinline int race_thread(u32 me)
 	if (me >= RACE_THREADS)
 		return -EINVAL;
 	for (i = zero; i < RACE_OWN && can_loop; i++) {
-		ret = RETRY(hmap_insert(m, base + i, i));
+		ret = ARENA_TEST_RETRY(hmap_insert(m, base + i, i));
 		if (ret)
 			race_errors[me]++;
 		/* Shared keys: whichever call wins, its result is counted. */
 		k = RACE_SHARED_BASE + arena_test_rand(&x) % RACE_SHARED;
 		if (i & 1) {
-			ret = RETRY(hmap_upsert(m, k, i));
+			ret = ARENA_TEST_RETRY(hmap_upsert(m, k, i));
 			if (!ret)
 				race_added[me]++;
 			else if (ret != 1)
 				race_errors[me]++;
 		} else {
-			ret = RETRY(hmap_delete(m, k, NULL));
+			ret = ARENA_TEST_RETRY(hmap_delete(m, k, NULL));
 			if (!ret)
 				race_deleted[me]++;
 			else if (ret != -ENOENT)
@@ -451,9 +437,9 @@ static __noinline int race_thread(u32 me)
 			race_errors[me]++;
 	}
 	for (i = zero; i < RACE_OWN && can_loop; i++) {
-		if (RETRY(hmap_update(m, base + i, i + 1)))
+		if (ARENA_TEST_RETRY(hmap_update(m, base + i, i + 1)))
 			race_errors[me]++;
-		if ((i & 1) && RETRY(hmap_delete(m, base + i, &val)))
+		if ((i & 1) && ARENA_TEST_RETRY(hmap_delete(m, base + i, &val)))
 			race_errors[me]++;
 	}
 	return i == RACE_OWN ? 0 : -E2BIG;

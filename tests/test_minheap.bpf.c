@@ -295,7 +295,7 @@ int parallel_test_minheap_race__init(struct arena_test_ctx *ctx)
 static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 {
 	struct minheap __arena *h = (struct minheap __arena *)race_h;
-	u64 seed = ctx->seed | (u64)t << 32 | 1, key = 0, value = 0, end;
+	u64 seed = ctx->seed | (u64)t << 32 | 1, key = 0, value = 0;
 	u32 i, j;
 	s64 ret;
 
@@ -304,25 +304,16 @@ static __noinline int race_thread(struct arena_test_ctx *ctx, u32 t)
 	for (i = zero; i < RACE_ENTRIES && can_loop; i += 8) {
 		for (j = 0; j < 8; j++) {
 			arena_test_rand(&seed);
-			/*
-			 * A lock timeout (a stalled vCPU) is retried: nothing was inserted.
-			 * For up to ARENA_TEST_RETRY_NS: a lock that never frees fails the
-			 * test, not the guest (its watchdog panics a CPU held for 60 s).
-			 */
-			ret = -ETIMEDOUT;
-			end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
-			while (ret == -ETIMEDOUT && bpf_ktime_get_ns() < end && can_loop)
-				ret = minheap_insert(h, seed % 1000, t * RACE_ENTRIES + i + j);
+			/* A lock timeout (a stalled vCPU) is retried: nothing was inserted. */
+			ret = ARENA_TEST_RETRY(minheap_insert(h, seed % 1000,
+							      t * RACE_ENTRIES + i + j));
 			if (ret < 0) {
 				arena_stderr("thread %u: insert: %d", t, ret);
 				return -EIO;
 			}
 		}
 		for (j = 0; j < 8; j++) {
-			ret = -ETIMEDOUT;
-			end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
-			while (ret == -ETIMEDOUT && bpf_ktime_get_ns() < end && can_loop)
-				ret = minheap_pop(h, &key, &value);
+			ret = ARENA_TEST_RETRY(minheap_pop(h, &key, &value));
 			if (ret)
 				continue;	/* empty: the others took more than they put */
 			if (value >= RACE_THREADS * RACE_ENTRIES) {

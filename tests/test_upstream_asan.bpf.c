@@ -14,16 +14,21 @@ extern struct buddy __arena buddy;
 
 #ifdef BPF_ARENA_ASAN
 
-/* 0 when asan_violated says what cond says (a report or none), then clear it. */
-static __always_inline int expect_report(bool cond, void __arena *addr)
+/*
+ * Take the sanitizer's verdict on the accesses since the last call (asan_violated, which
+ * this clears): 0 when there was a report exactly when want_report says there should
+ * be; else -EINVAL, with a line that says which way it went wrong and addr's shadow.
+ */
+static __always_inline int expect_report(bool want_report, void __arena *addr)
 {
-	if ((asan_violated != 0) == cond) {
-		asan_violated = 0;
-		return 0;
-	}
-	arena_stdout("%p: asan_violated %llx, shadow %d, granule offset %d", addr,
-		     (u64)asan_violated, *mem_to_shadow(addr), ASAN_GRANULE(addr));
+	u64 seen = asan_violated;
+
 	asan_violated = 0;
+	if (!seen != want_report)
+		return 0;
+	arena_stdout("%p: %s report (asan_violated %llx), shadow %d, granule offset %d", addr,
+		     want_report ? "no" : "an unexpected", seen, *mem_to_shadow(addr),
+		     ASAN_GRANULE(addr));
 	return -EINVAL;
 }
 

@@ -48,7 +48,7 @@
 #define __LIBARENA_ASAN_H
 
 #include <libarena/base.h>
-#include <libarena/alloc_types.h>
+#include <libarena/arena_map.h>
 #include <libarena/log.h>
 
 #define ASAN_REDZONE		((s8)0xfb)
@@ -145,9 +145,11 @@ struct asan_init_args {
 
 #ifdef __BPF__
 /*
- * The runtime's state under upstream's names (asan_violated: base.h): reports made since
- * asan_init, whether asan_init ran, whether only the first report is made.
+ * The runtime's state under upstream's names: the last bad address (set on every
+ * report; 0: none yet), reports made since asan_init, whether asan_init ran, whether
+ * only the first report is made.
  */
+volatile u64 asan_violated __weak;
 volatile u32 asan_reported __weak;
 volatile bool asan_inited __weak;
 volatile bool asan_report_once __weak;
@@ -166,7 +168,7 @@ int asan_check_range(u64 addr, u64 size, int write);
 
 static __always_inline s8 __arena *asan__shadow(u64 addr)
 {
-	return (s8 __arena *)(arena_base_of(addr) + ASAN_SHADOW_START +
+	return (s8 __arena *)(ARENA_USER_BASE + ASAN_SHADOW_START +
 			      ((u32)addr >> ASAN_SHADOW_SHIFT));
 }
 

@@ -141,21 +141,20 @@ struct {
  */
 volatile u32 zero __weak;
 
-/* The sanitizer build sets it on every report: the last bad address (0: none yet). */
-volatile u64 asan_violated __weak;
-
-/* may_goto: leave the loop once the verifier-granted budget is spent. */
+/*
+ * can_loop: true until the loop budget the verifier grants (may_goto) is spent, then
+ * false, so a loop that tests it ends however its other bound fares. An inline function
+ * around the one instruction: inlined, each loop gets a may_goto of its own.
+ */
 #ifdef __BPF_FEATURE_MAY_GOTO
-#define can_loop						\
-	({ __label__ l_break, l_continue;			\
-	bool ret = true;					\
-	asm volatile goto("may_goto %l[l_break]"		\
-			  :::: l_break);			\
-	goto l_continue;					\
-	l_break: ret = false;					\
-	l_continue:;						\
-	ret;							\
-	})
+static __always_inline bool arena_may_go_on(void)
+{
+	asm volatile goto("may_goto %l[spent]" :::: spent);
+	return true;
+spent:
+	return false;
+}
+#define can_loop	arena_may_go_on()
 #else
 #error "libarena needs a compiler with may_goto (__BPF_FEATURE_MAY_GOTO)"
 #endif
@@ -329,7 +328,7 @@ volatile u32 zero __weak;
 #define atomic_add(p, v) ((void)__sync_fetch_and_add((p), (v)))
 
 #ifdef __BPF__
-#define __atomic_fetch_op(p, v, op)						\
+#define arena_fetch_op(p, v, op)						\
 ({										\
 	__auto_type ___old = READ_ONCE(*(p));					\
 	__auto_type ___cur = ___old;						\
@@ -343,9 +342,9 @@ volatile u32 zero __weak;
 	}									\
 	___old;									\
 })
-#define atomic_fetch_or(p, v) __atomic_fetch_op(p, v, |)
-#define atomic_fetch_and(p, v) __atomic_fetch_op(p, v, &)
-#define atomic_fetch_xor(p, v) __atomic_fetch_op(p, v, ^)
+#define atomic_fetch_or(p, v) arena_fetch_op(p, v, |)
+#define atomic_fetch_and(p, v) arena_fetch_op(p, v, &)
+#define atomic_fetch_xor(p, v) arena_fetch_op(p, v, ^)
 /* clang emits the fetch forms even when the result is unused. */
 #define atomic_or(p, v) ((void)atomic_fetch_or(p, v))
 #define atomic_and(p, v) ((void)atomic_fetch_and(p, v))
@@ -424,39 +423,8 @@ struct arena_get_info_args {
 					    apply_to = function))
 #define ARENA_NOASAN_END	_Pragma("clang attribute pop")
 
-/*
- * What the sanitizer build's compiler calls (src/asan.bpf.c has them), here because
- * every instrumented object needs it. The 6.12 linker wants BTF for every symbol an object takes
- * from another, and the calls the compiler adds carry none: declare them here and name
- * them in a function every object has (weak: one copy survives linking; never called).
- */
-extern u64 __asan_shadow_memory_dynamic_address;
-#define __ASAN_DECLARE(size)							\
-	int __asan_report_load##size##_noabort(u64 addr);			\
-	int __asan_report_store##size##_noabort(u64 addr)
-__ASAN_DECLARE(1);
-__ASAN_DECLARE(2);
-__ASAN_DECLARE(4);
-__ASAN_DECLARE(8);
-__ASAN_DECLARE(16);
-int __asan_report_load_n_noabort(u64 addr, u64 size);
-int __asan_report_store_n_noabort(u64 addr, u64 size);
-#define __asan_hidden __attribute__((visibility("hidden")))
-__asan_hidden int __asan_memset(void *dst, int c, u64 n);
-__asan_hidden int __asan_memcpy(void *dst, const void *src, u64 n);
-__asan_hidden int __asan_memmove(void *dst, const void *src, u64 n);
-
-__weak __noasan int __asan_btf_anchor(void)
-{
-#define __ASAN_NAME(size)							\
-	(__asan_report_load##size##_noabort(0) + __asan_report_store##size##_noabort(0))
-	return __ASAN_NAME(1) + __ASAN_NAME(2) + __ASAN_NAME(4) + __ASAN_NAME(8) +
-	       __ASAN_NAME(16) + __asan_report_load_n_noabort(0, 0) +
-	       __asan_report_store_n_noabort(0, 0) + __asan_memset(0, 0, 0) +
-	       __asan_memcpy(0, 0, 0) + __asan_memmove(0, 0, 0) +
-	       (int)__asan_shadow_memory_dynamic_address;
-#undef __ASAN_NAME
-}
+/* What the sanitizer build's compiler calls: every instrumented object needs it. */
+#include <libarena/internal/asan_abi.h>
 #else
 #define __noasan
 #define ARENA_NOASAN_BEGIN

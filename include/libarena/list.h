@@ -47,6 +47,8 @@ struct arena_list_head {
 
 #define ARENA_LIST_HEAD_INIT(name) { &(name), &(name) }
 
+#include <libarena/internal/list.h>
+
 /* container_of for arena pointers: offsetof keeps it in the arena's address space. */
 #define arena_list_entry(ptr, type, member)					\
 	((type __arena *)((char __arena *)(ptr) - __builtin_offsetof(type, member)))
@@ -56,27 +58,6 @@ static __always_inline void arena_list_init(struct arena_list_head __arena *head
 	arena_subprog_init();
 	WRITE_ONCE(head->next, head);
 	head->prev = head;
-}
-
-/* Whether prev and next are neighbours: the links between them point both ways. */
-static __always_inline bool __arena_list_linked(struct arena_list_head __arena *prev,
-						struct arena_list_head __arena *next)
-{
-	return prev && next && prev->next == next && next->prev == prev;
-}
-
-static __always_inline int __arena_list_insert(struct arena_list_head __arena *new,
-					       struct arena_list_head __arena *prev,
-					       struct arena_list_head __arena *next)
-{
-	arena_subprog_init();
-	if (!new || !__arena_list_linked(prev, next) || new == prev || new == next)
-		return -EUCLEAN;
-	next->prev = new;
-	new->next = next;
-	new->prev = prev;
-	WRITE_ONCE(prev->next, new);
-	return 0;
 }
 
 static __always_inline int arena_list_add(struct arena_list_head __arena *new,
@@ -89,23 +70,6 @@ static __always_inline int arena_list_add_tail(struct arena_list_head __arena *n
 					       struct arena_list_head __arena *head)
 {
 	return head ? __arena_list_insert(new, head->prev, head) : -EUCLEAN;
-}
-
-/* Unlink entry from its neighbours, if they point at it; its own links stay. */
-static __always_inline int __arena_list_unlink(struct arena_list_head __arena *entry)
-{
-	struct arena_list_head __arena *prev, *next;
-
-	arena_subprog_init();
-	if (!entry)
-		return -EUCLEAN;
-	prev = entry->prev;
-	next = entry->next;
-	if (!prev || !next || prev->next != entry || next->prev != entry)
-		return -EUCLEAN;
-	next->prev = prev;
-	WRITE_ONCE(prev->next, next);
-	return 0;
 }
 
 static __always_inline int arena_list_del(struct arena_list_head __arena *entry)
@@ -169,20 +133,6 @@ static __always_inline bool arena_list_is_singular(struct arena_list_head __aren
 
 #define arena_list_entry_is_head(pos, head, member)				\
 	(&(pos)->member == (head))
-
-/* The walk goes on from node while its next link points back at it. */
-static __always_inline bool __arena_list_step_ok(struct arena_list_head __arena *node)
-{
-	struct arena_list_head __arena *next;
-
-	arena_subprog_init();
-	next = node->next;
-	return next && next->prev == node;
-}
-
-/* The entry holding ptr, of pos's type (typeof(*pos) carries __arena already). */
-#define __arena_list_container(ptr, pos, member)				\
-	((typeof(pos))((char __arena *)(ptr) - __builtin_offsetof(typeof(*(pos)), member)))
 
 #define arena_list_next_entry(pos, member)					\
 	__arena_list_container((pos)->member.next, pos, member)

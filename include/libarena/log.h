@@ -92,53 +92,7 @@ struct {
 	__type(value, struct arena_log_scratch);
 } arena_log_scratch __weak SEC(".maps");
 
-/*
- * Claim a scratch line of this CPU: its index, or -1 when all are taken. By
- * compare-and-swap, not a depth counter: a preemptible program (syscall, sleepable) can
- * be interrupted by another writer on the same CPU at any point, and both must end up
- * with lines of their own. The lowest free line is found by arithmetic, not by trying
- * each in turn: the verifier then walks one path through the formatting, not one per
- * line. A writer that preempted us between the read and the swap changes the word only
- * while it runs, so a second try is all it takes.
- */
-static __always_inline int __arena_log_claim(struct arena_log_scratch *s)
-{
-	u32 old, bit, i;
-	int d;
-
-#pragma unroll
-	for (i = 0; i < 2; i++) {
-		old = READ_ONCE(s->busy);
-		bit = ~old & (old + 1);
-		d = arena_fls(bit) - 1;
-		if (d < 0 || d >= ARENA_LOG_NEST)
-			return -1;
-		if (__sync_val_compare_and_swap(&s->busy, old, old | bit) == old)
-			return d;
-	}
-	return -1;
-}
-
-#define __arena_log(stream, fmt, args...)					\
-({										\
-	struct arena_log_scratch *___s;						\
-	long ___ret = -EBUSY;							\
-	u32 ___key = 0;								\
-	int ___d;								\
-										\
-	___s = bpf_map_lookup_elem(&arena_log_scratch, &___key);		\
-	if (___s) {								\
-		___d = __arena_log_claim(___s);					\
-		if (___d >= 0 && ___d < ARENA_LOG_NEST) {			\
-			___ret = BPF_SNPRINTF(___s->line[___d].text,		\
-					      ARENA_LOG_LINE_MAX, fmt, ##args);	\
-			___ret = arena_log_commit(stream, &___s->line[___d],	\
-						  ___ret);			\
-			__sync_fetch_and_and(&___s->busy, ~(1u << ___d));	\
-		}								\
-	}									\
-	(int)___ret;								\
-})
+#include <libarena/internal/log.h>
 
 #define arena_stdout(fmt, args...) __arena_log(ARENA_LOG_STDOUT, fmt, ##args)
 #define arena_stderr(fmt, args...) __arena_log(ARENA_LOG_STDERR, fmt, ##args)
@@ -155,5 +109,31 @@ static __always_inline int __arena_log_claim(struct arena_log_scratch *s)
 	(fprintf(ARENA_HOST_STDERR, fmt "\n", ##args) < 0 ? -EIO : 0)
 
 #endif /* __BPF__ */
+
+/*
+ * Whether obj, a library struct, is live: not NULL, and its magic field (read with
+ * acquire: pairs with the release that made it live) says magic. If not, fn logs that
+ * obj is not a live what, the same line for every structure's calls.
+ */
+#define arena_live(fn, obj, magic_val, what)					\
+({										\
+	bool ___live;								\
+										\
+	arena_subprog_init();							\
+	___live = (obj) && smp_load_acquire(&(obj)->magic) == (magic_val);	\
+	if (!___live)								\
+		arena_stderr("%s: %llx is not a live %s", fn, (u64)(obj), what);	\
+	___live;								\
+})
+
+/* Whether the caller passed the pointer p; if not, fn logs that there is no what. */
+#define arena_given(fn, p, what)						\
+({										\
+	bool ___given = (p) != NULL;						\
+										\
+	if (!___given)								\
+		arena_stderr("%s: no %s", fn, what);				\
+	___given;								\
+})
 
 #endif /* __LIBARENA_LOG_H */

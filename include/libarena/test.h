@@ -96,6 +96,22 @@ struct arena_test_ctx {
  */
 #define ARENA_TEST_RETRY_NS	(20ull * 1000 * 1000 * 1000)
 
+/*
+ * A call that gave up on a lock (-ETIMEDOUT: a stalled vCPU holds it; the call changed
+ * nothing) made again, for up to ARENA_TEST_RETRY_NS: its last result. The parallel
+ * tests' one way to wait out a stall.
+ */
+#define ARENA_TEST_RETRY(call)							\
+({										\
+	u64 ___end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;			\
+	long ___r;								\
+										\
+	while ((___r = (call)) == -ETIMEDOUT && bpf_ktime_get_ns() < ___end &&	\
+	       can_loop)							\
+		;								\
+	___r;									\
+})
+
 /* xorshift64: the next of a test's pseudo-random numbers (*x must not be 0). */
 static __always_inline u64 arena_test_rand(u64 *x)
 {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * buddy.bpf.c, included: the default allocator (arena_malloc's, for sizes beyond
+ * buddy.bpf.c, part 9 of 9: the default allocator (arena_malloc's, for sizes beyond
  * HEAP_MEDIUM_MAX) and the SEC("syscall") programs of the upstream API.
  */
+#include "internal.h"
 
 /*
  * The default allocator (the global buddy): initialised by the first caller that needs
@@ -27,7 +28,7 @@ static __always_inline void default_unlock(void)
 	smp_store_release(&arena_buddy_state, 0);
 }
 
-static __always_inline int default_ready(void)
+static __always_inline int default_setup(void)
 {
 	int i, err;
 
@@ -84,14 +85,17 @@ __weak u64 arena_buddy_addr(void)
 __weak int __buddy_setup_default(void)
 {
 	arena_subprog_init();
-	return default_ready();
+	return default_setup();
 }
 
 /* The same for programs (sleepable), with a log line when it fails. */
 __weak int arena_buddy_setup(void)
 {
-	int err = __buddy_setup_default();
+	int err;
 
+	if (arena_misplaced(__func__, (u64)&buddy))
+		return -EFAULT;
+	err = __buddy_setup_default();
 	if (err)
 		arena_stderr("%s: the default allocator: no set-up: %d", __func__, err);
 	return err;
@@ -104,30 +108,27 @@ __weak int arena_buddy_is_ready(void)
 	return default_is_ready();
 }
 
+/* Destroy the default allocator, quietly: one that is not set up is no error. */
+static __always_inline int default_teardown(void)
+{
+	int err = default_destroy(true);
+
+	return err == -EINVAL ? 0 : err;
+}
+
 /* Destroy, then initialise again; either step may find it already done. */
 SEC("syscall")
 __weak int arena_buddy_reset(void *ctx)
 {
-	int err;
-
 	arena_subprog_init();
-	err = default_destroy(true);
-	if (err && err != -EINVAL)
-		return err;
-	err = default_ready();
-	if (err)
-		arena_stderr("%s: the default allocator: no set-up: %d", __func__, err);
-	return err;
+	return default_teardown() ?: arena_buddy_setup();
 }
 
 SEC("syscall")
 __weak int arena_buddy_destroy(void *ctx)
 {
-	int err;
-
 	arena_subprog_init();
-	err = default_destroy(true);
-	return err == -EINVAL ? 0 : err;
+	return default_teardown();
 }
 
 u64 __arena_global arena_reserved;	/* user address of the reserved pages, 0 if none */
@@ -165,5 +166,5 @@ __weak u64 buddy_block_of(u64 addr)
 	if (!in_window(addr) ||
 	    buddy_registry.owner[slot_of(addr) & (BUDDY_NR_SLOTS - 1)] != (u64)&buddy)
 		return 0;
-	return arena_block_lookup(arena_base_of(addr), addr);
+	return arena_block_lookup(addr);
 }

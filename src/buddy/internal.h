@@ -1,213 +1,89 @@
 /* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
 /*
- * Internal to the library: the buddy allocator's steps, for its own entry points
- * (buddy.bpf.c) and for arena_malloc's large sizes (heap.bpf.c).
- *
- * Each step is a global function that calls nothing else of ours (the sanitizer's hooks
- * aside): the verifier checks it once in a program however many entry points call it,
- * and an entry point that calls it takes one frame below its own. The steps that touch
- * the lists take b's lock and give it back themselves (6.12 allows no global call with
- * a lock held), so an entry point's logic runs unlocked, and logs there.
+ * Internal to buddy.bpf.c: what its parts (the files in src/buddy/, each using only the
+ * parts before it) share. The heap reaches the buddy through the steps (steps.h) only.
  */
 #ifndef __LIBARENA_BUDDY_INTERNAL_H
 #define __LIBARENA_BUDDY_INTERNAL_H
 
 #include <libarena/buddy.h>
+#include "../alloc_internal.h"
+#include "steps.h"
 
-/* Rounds of buddy_take_block() at most: each maps a chunk, drops a list or waits. */
-#define BUDDY_ROUNDS		(BUDDY_NR_SLOTS + BUDDY_ORDERS + BUDDY_LOCK_MAX_WAITS)
+#define LOCK_SPINS		(1 << 23)	/* waits for the default allocator's set-up */
+#define CLAIM_TRIES		8
+#define RUN_MAX_PAGES		(64u << 8)	/* 64 MiB */
+#define RUNS_MAX		65536		/* bound on walking a run list */
 
-/* How a block is freed (__buddy_put): a chunk left free stays a spare; a deferred one. */
-#define BUDDY_FREE_KEEP_SPARE	1
-#define BUDDY_FREE_DEFERRED	2
+/* What alloc_locked() says when the list it took from was damaged (no address). */
+#define BUDDY_TAKE_AGAIN	1
 
-/*
- * Why __buddy_put refused a block: it returns -(BUDDY_BAD + reason), apart from the
- * errno values of the lock.
- */
-#define BUDDY_BAD		4096
-enum {
-	BUDDY_BAD_FOREIGN = 1,
-	BUDDY_BAD_MISALIGNED,
-	BUDDY_BAD_DOUBLE_FREE,
-	BUDDY_BAD_INTERIOR,
-	BUDDY_BAD_METADATA,
-};
+/* meta.c: a block's chunk slot and metadata byte, from its address. */
+static __always_inline u32 slot_of(u64 addr);
+static __always_inline u64 chunk_addr(u32 slot);
+static __always_inline u64 meta_addr(u32 slot);
+static __always_inline bool in_window(u64 addr);
+static __always_inline bool meta_swap(u64 addr, u8 old, u8 new);
+static __always_inline u8 meta_get(u64 addr);
+static __always_inline void meta_set(u64 addr, u8 m);
 
-/* What buddy_put_block() says of a block that waits on the deferred list. */
-#define BUDDY_PUT_DEFERRED	(1 << 30)
-
-/* What __buddy_cache_get says when this CPU's cache had no block: a batch would fill it. */
-#define BUDDY_CACHE_EMPTY	1
-
-/* What __buddy_cache_put did. */
-enum {
-	BUDDY_PUT_NOT_CACHED,	/* not a used block of a cached order, or the cache is busy */
-	BUDDY_PUT_CACHED,
-	BUDDY_PUT_FULL,		/* BUDDY_CACHE_CAP() blocks of its order there already */
-};
+/* lock.c */
+static __always_inline int buddy_lock(struct buddy __arena *b);
+static __always_inline void buddy_unlock(struct buddy __arena *b);
 
 /*
- * Under b's lock: a lock that stays busy makes them return -ETIMEDOUT (one wait ran out:
- * call again while buddy_wait_more() says so) or -EDEADLK (its holder is a context this
- * CPU interrupted: give up at once).
+ * A step's frame: b's lock taken (its error returned), expr evaluated under it, the lock
+ * given back, expr's value. 6.12 allows no global call with a lock held, so each step
+ * that touches the lists locks for itself and its work under the lock is inline.
  */
-s64 __buddy_take(struct buddy __arena *b __arg_arena, u32 order, u32 carve, u64 size);
-int __buddy_drain(struct buddy __arena *b __arg_arena);
-int __buddy_coalesce(struct buddy __arena *b __arg_arena, u32 pass);
-s64 __buddy_take_chunk(struct buddy __arena *b __arg_arena, u32 slot);
-s64 __buddy_put(struct buddy __arena *b __arg_arena, u64 addr, u32 flags);
-s64 __buddy_take_spare(struct buddy __arena *b __arg_arena, u32 by_peak, u32 floor);
-int __buddy_kill(struct buddy __arena *b __arg_arena);
-/* Without it. */
-int __buddy_defer(struct buddy __arena *b __arg_arena, u64 addr);
-u64 __buddy_cache_get(struct buddy __arena *b __arg_arena, u32 order, u64 size);
-int __buddy_cache_put(struct buddy __arena *b __arg_arena, u64 addr);
-int __buddy_cache_spill(struct buddy __arena *b __arg_arena, u64 addr);
-int __buddy_cache_fill(struct buddy __arena *b __arg_arena, u64 addr);
-int __buddy_cache_flush(struct buddy __arena *b __arg_arena);
-/* Sleepable: they map or unmap pages. */
-int __buddy_add_chunk(struct buddy __arena *b __arg_arena);
-int __buddy_init_one(struct buddy __arena *b __arg_arena);
-int __buddy_setup_default(void);
-int __buddy_release_chunk(struct buddy __arena *b __arg_arena, u32 slot);
-
-/* The order of a block for size bytes (1 .. BUDDY_MAX_SIZE). */
-static __always_inline u32 buddy_order(u64 size)
-{
-	return arena_fls(((size + BUDDY_MIN_SIZE - 1) >> BUDDY_MIN_SHIFT) - 1);
-}
-
-/*
- * A step that timed out on b's lock may be called again until BUDDY_LOCK_PATIENCE_NS
- * after start: under TCG, or on a busy host, the holder's vCPU may be descheduled for
- * that long, and an allocation must not fail while memory exists.
- */
-static __always_inline bool buddy_wait_more(u64 start, s64 ret)
-{
-	return ret == -ETIMEDOUT && bpf_ktime_get_ns() - start <= BUDDY_LOCK_PATIENCE_NS;
-}
-
-/* A call gave up on b's lock (stats.lock_timeouts): its result, -ETIMEDOUT. */
-static __always_inline s64 buddy_gave_up(struct buddy __arena *b)
-{
-	atomic_add(&b->stats.lock_timeouts, 1);
-	return -ETIMEDOUT;
-}
-
-/*
- * A locked step, called again while it times out on the lock and the patience lasts:
- * its result, with -ETIMEDOUT when it gave up.
- */
-#define buddy_patiently(b, step)						\
+#define buddy_locked(b, expr)							\
 ({										\
-	u64 ___start = bpf_ktime_get_ns();					\
-	s64 ___ret = -ETIMEDOUT;						\
-	u32 ___i;								\
+	s64 ___ret;								\
 										\
-	for (___i = zero; ___i < BUDDY_LOCK_MAX_WAITS && can_loop; ___i++) {	\
-		___ret = (step);						\
-		if (!buddy_wait_more(___start, ___ret))				\
-			break;							\
+	arena_subprog_init();							\
+	___ret = buddy_lock(b);							\
+	if (!___ret) {								\
+		___ret = (expr);						\
+		buddy_unlock(b);						\
 	}									\
-	if (___ret == -ETIMEDOUT || ___ret == -EDEADLK)				\
-		___ret = buddy_gave_up(b);					\
 	___ret;									\
 })
 
-/* Merge every pair that frees left apart, an order a call: 0 or a lock error. */
-static __always_inline int buddy_coalesce(struct buddy __arena *b)
-{
-	u32 pass;
-	int ret;
+/* lists.c: under b's lock. */
+static __always_inline void list_push(struct buddy __arena *b, u32 order, u64 addr);
+static __always_inline void list_drop(struct buddy __arena *b, u32 order);
+static __always_inline u64 alloc_locked(struct buddy __arena *b, u32 order, u32 carve);
+static __always_inline bool coalesce_one(struct buddy __arena *b, u32 pass);
+static __always_inline u32 take_chunk(struct buddy __arena *b, u32 slot);
+static __always_inline s64 free_locked(struct buddy __arena *b, u64 addr, u32 flags);
+static __always_inline bool defer_chain(struct buddy __arena *b, u64 first, u64 last);
+static __always_inline bool defer_free(struct buddy __arena *b, u64 addr);
+static __always_inline void drain_deferred(struct buddy __arena *b);
+static __always_inline s64 take_counted(struct buddy __arena *b, u32 order, u32 carve,
+					u64 size);
+static __always_inline s64 put_counted(struct buddy __arena *b, u64 addr, u32 flags);
 
-	for (pass = zero; pass < BUDDY_ORDERS && can_loop; pass++) {
-		ret = __buddy_coalesce(b, pass);
-		if (ret <= 0)
-			return ret;
-	}
-	return 0;
-}
+/* caches.c: this CPU's cache; the flush and reset under b's lock. */
+static __always_inline u64 cache_alloc(struct buddy __arena *b, u32 o, u64 size);
+static __always_inline int cache_put(struct buddy __arena *b, u64 addr);
+static __always_inline u32 cache_spill_batch(struct buddy __arena *b, u64 addr);
+static __always_inline void cache_fill(struct buddy __arena *b, u64 addr);
+static __always_inline u32 cache_flush(struct buddy __arena *b);
+static __always_inline void cache_reset(struct buddy __arena *b);
 
-/*
- * A block of the order (with carve, a run of up to 1 << carve of them for a CPU's cache:
- * see __buddy_take) from b's lists, until one comes: the deferred frees drained first,
- * the pairs left apart merged when nothing fits, with caches (a constant) the CPUs'
- * caches emptied once when still nothing, and with may_sleep (a constant: the nosleep
- * callers contain no page kfunc) a new chunk mapped, so that the arena's room bounds
- * the rounds. arena_malloc's large sizes pass no caches: their orders are never cached.
- * A round whose step timed out on the lock starts again, for as long as the patience
- * lasts. The block,
- * -ETIMEDOUT (the lock) or -ENOMEM.
- */
-static __always_inline s64 buddy_take_block(struct buddy __arena *b, u32 order, u32 carve,
-					    u64 size, bool may_sleep, bool caches)
-{
-	u64 start = bpf_ktime_get_ns();
-	bool flushed = false;
-	s64 addr = -ENOMEM;
-	u32 round;
+/* chunks.c: the mapping ones sleepable. */
+static __always_inline void release_chunk(struct buddy __arena *b, u32 slot);
+static __always_inline int add_chunk(struct buddy __arena *b);
+static __always_inline u32 take_spare(struct buddy __arena *b, u64 keep);
+static __always_inline u32 spare_beyond(struct buddy __arena *b, u32 by_peak, u32 floor);
 
-	/*
-	 * A bound the rounds never reach, for the verifier: an unbounded counter's range
-	 * grows at every round and its states at the loop head never match. Nothing else
-	 * tests it: a test that made it a constant would make every round a new state.
-	 */
-	for (round = zero; round < BUDDY_ROUNDS && can_loop; round++) {
-		addr = READ_ONCE(b->deferred) ? __buddy_drain(b) : 0;
-		if (!addr)
-			addr = __buddy_take(b, order, carve, size);
-		if (!addr && READ_ONCE(b->lazy_mask)) {
-			addr = buddy_coalesce(b);
-			if (!addr)
-				addr = __buddy_take(b, order, carve, size);
-		}
-		if (addr == -EAGAIN || buddy_wait_more(start, addr))
-			continue;	/* a damaged list was dropped; the lock was busy */
-		if (addr == -ETIMEDOUT || addr == -EDEADLK)
-			return buddy_gave_up(b);
-		if (addr)
-			return addr;
-		addr = -ENOMEM;
-		/* Once: what the CPUs' caches hold may make the block. */
-		if (caches && !flushed && __buddy_cache_flush(b)) {
-			flushed = true;
-			continue;
-		}
-		if (!may_sleep)
-			break;
-		addr = __buddy_add_chunk(b);
-		if (buddy_wait_more(start, addr))
-			continue;
-		if (addr)
-			return addr == -ETIMEDOUT || addr == -EDEADLK ? buddy_gave_up(b) : -ENOMEM;
-	}
-	return addr;
-}
+/* runs.c: sleepable. */
+static __always_inline u64 alloc_run(struct buddy __arena *b, u64 size);
+static __always_inline int free_run(struct buddy __arena *b, u64 addr);
 
-/*
- * Free a block of b under its lock, waiting while the patience lasts; when the lock stays
- * busy, the block waits on the deferred list (BUDDY_PUT_DEFERRED), which the next
- * allocation drains (buddy_take_block()), as do flushes, trims and maintenance. Not a
- * free: its chain stays within the stack arena_free() promises. 0, the slot + 1 of a
- * chunk left entirely free that may go back (without BUDDY_FREE_KEEP_SPARE),
- * -(BUDDY_BAD + reason), or -ETIMEDOUT.
- */
-static __always_inline s64 buddy_put_block(struct buddy __arena *b, u64 addr, u32 flags)
-{
-	u64 start = bpf_ktime_get_ns();
-	s64 ret = -ETIMEDOUT;
-	u32 i;
-
-	for (i = zero; i < BUDDY_LOCK_MAX_WAITS && can_loop; i++) {
-		ret = __buddy_put(b, addr, flags);
-		if (!buddy_wait_more(start, ret))
-			break;
-	}
-	if (ret != -ETIMEDOUT && ret != -EDEADLK)
-		return ret;
-	buddy_gave_up(b);
-	return __buddy_defer(b, addr) ? BUDDY_PUT_DEFERRED : -ETIMEDOUT;
-}
+/* calls.c and default.c */
+static __always_inline int init_one(struct buddy __arena *b);
+static __always_inline int destroy_one(struct buddy __arena *b);
+static __always_inline int default_destroy(bool quiet);
 
 #endif /* __LIBARENA_BUDDY_INTERNAL_H */

@@ -1,20 +1,15 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * buddy.bpf.c, included: page runs, the sizes beyond BUDDY_MAX_SIZE. Each run is mapped
+ * buddy.bpf.c, part 6 of 9: page runs, the sizes beyond BUDDY_MAX_SIZE. Each run is mapped
  * whole, after a header page that names its owner and links the owner's runs. Sleepable
  * (they map and unmap); the list is b's, changed under its lock by a step each.
  */
+#include "internal.h"
 
-/* A run of pages mapped for size bytes joins b's list: 0 or a lock error. */
-__weak int __buddy_run_link(struct buddy __arena *b __arg_arena,
-			    struct buddy_run __arena *run __arg_arena, u64 size)
+/* A run of pages mapped for size bytes joins b's list. Under b's lock. */
+static __always_inline void run_link(struct buddy __arena *b, struct buddy_run __arena *run,
+				     u64 size)
 {
-	int err;
-
-	arena_subprog_init();
-	err = buddy_lock(b);
-	if (err)
-		return err;
 	run->next = b->runs;
 	if (b->runs)
 		((struct buddy_run __arena *)b->runs)->prev = (u64)run;
@@ -25,20 +20,11 @@ __weak int __buddy_run_link(struct buddy __arena *b __arg_arena,
 	b->stats.map_pages += run->pages;
 	b->stats.bytes_requested += size;
 	b->stats.allocs++;
-	buddy_unlock(b);
-	return 0;
 }
 
-/* A run leaves b's list (its pages still mapped): 0 or a lock error. */
-__weak int __buddy_run_unlink(struct buddy __arena *b __arg_arena,
-			      struct buddy_run __arena *run __arg_arena)
+/* A run leaves b's list (its pages still mapped). Under b's lock. */
+static __always_inline void run_unlink(struct buddy __arena *b, struct buddy_run __arena *run)
 {
-	int err;
-
-	arena_subprog_init();
-	err = buddy_lock(b);
-	if (err)
-		return err;
 	if (run->prev)
 		((struct buddy_run __arena *)run->prev)->next = run->next;
 	else
@@ -49,8 +35,19 @@ __weak int __buddy_run_unlink(struct buddy __arena *b __arg_arena,
 	b->stats.runs_in_use--;
 	b->stats.run_pages_in_use -= run->pages;
 	b->stats.frees++;
-	buddy_unlock(b);
-	return 0;
+}
+
+/* The two as steps: 0 or a lock error. */
+__weak int __buddy_run_link(struct buddy __arena *b __arg_arena,
+			    struct buddy_run __arena *run __arg_arena, u64 size)
+{
+	return buddy_locked(b, (run_link(b, run, size), 0));
+}
+
+__weak int __buddy_run_unlink(struct buddy __arena *b __arg_arena,
+			      struct buddy_run __arena *run __arg_arena)
+{
+	return buddy_locked(b, (run_unlink(b, run), 0));
 }
 
 static __always_inline u64 alloc_run(struct buddy __arena *b, u64 size)

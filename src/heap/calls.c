@@ -3,14 +3,27 @@
  * heap.bpf.c, part 4 of 7: the public calls: arena_malloc_addr, arena_free_slow and
  * the rest.
  */
+#include "internal.h"
 
 /* ---- the public calls ---- */
 
-static __always_inline u64 malloc_large(u64 size)
+/*
+ * Bytes to ask an allocator for size bytes: in the sanitizer build, size and a redzone
+ * after it, unless that would need more than the largest block (the block then ends
+ * where the object does). The one place the redzone is added.
+ */
+static __always_inline u64 alloc_size(u64 size)
+{
+	if (ASAN_ENABLED && size <= BUDDY_MAX_SIZE - ASAN_REDZONE_SIZE)
+		return size + ASAN_REDZONE_SIZE;
+	return size;
+}
+
+/* A buddy block for size bytes (asz with the redzone). */
+static __always_inline u64 malloc_large(u64 size, u64 asz)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct buddy __arena *b;
-	u64 asz;
 	s64 addr;
 	u32 order;
 
@@ -22,8 +35,6 @@ static __always_inline u64 malloc_large(u64 size)
 			size);
 		return 0;
 	}
-	/* A redzone after the block, unless that would need more than the largest block. */
-	asz = asan_hook_redzone(size, BUDDY_MAX_SIZE);
 	if (asz > BUDDY_MAX_SIZE) {
 		arena_stderr("arena_malloc: %llu bytes: more than the %u the allocator serves",
 			     size, BUDDY_MAX_SIZE);
@@ -102,10 +113,9 @@ __weak u64 arena_malloc_addr(u64 size)
 		arena_stderr("arena_malloc: size 0");
 		return 0;
 	}
-	/* At least a redzone of slack after every object: p[size] is always poisoned. */
-	asz = asan_hook_redzone(size, ~0ull);
+	asz = alloc_size(size);
 	if (asz > HEAP_MEDIUM_MAX)
-		return malloc_large(size);
+		return malloc_large(size, asz);
 	return malloc_small(size, asz);
 }
 
@@ -117,7 +127,7 @@ __weak u64 arena_malloc_addr(u64 size)
  */
 __weak u64 arena_malloc_small_addr(u64 size)
 {
-	u64 asz = asan_hook_redzone(size, ~0ull);
+	u64 asz = alloc_size(size);
 
 	arena_subprog_init();
 	if (!size || asz > HEAP_MEDIUM_MAX) {
@@ -191,7 +201,7 @@ static __always_inline int heap_free(void __arena *ptr)
 		return -EINVAL;
 	}
 	s = span_of(obj);
-	sp = span_desc(s);
+	sp = __heap_span(s);
 	why = bad_free(s, sp, obj);
 	if (why) {
 		atomic_add(&g->bad_frees, 1);
@@ -233,7 +243,7 @@ __weak int arena_free_slow(void __arena *ptr __arg_arena)
 		return 0;
 	if (in_heap_window(obj)) {
 		s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
-		sp = span_desc(s);
+		sp = __heap_span(s);
 		switch (__heap_free_check(s, sp, obj)) {
 		case HEAP_FREE_OK:
 			break;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* heap.bpf.c, part 5 of 7: collection of remote frees, on the CPU that runs it. */
+#include "internal.h"
 
 /* ---- collection, on the CPU that runs it ---- */
 
@@ -10,7 +11,7 @@
  */
 __weak int arena_heap_tidy_span(struct arena_heap __arena *h __arg_arena, u32 s)
 {
-	struct arena_heap_span __arena *sp = span_desc(s);
+	struct arena_heap_span __arena *sp = __heap_span(s);
 
 	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_ACTIVE ||
 	    sp->owner != h->id + 1)
@@ -36,7 +37,7 @@ __weak int arena_heap_tidy(struct arena_heap __arena *h __arg_arena)
 			n += arena_heap_tidy_span(h, s - 1);
 		for (s = h->partial[cls]; s && walked < HEAP_NR_SPANS && can_loop;
 		     s = next, walked++) {
-			next = span_desc(s - 1)->next;
+			next = __heap_span(s - 1)->next;
 			n += arena_heap_tidy_span(h, s - 1);
 		}
 	}
@@ -58,7 +59,7 @@ __weak int arena_heap_collect_cpu(void)
 	if (cpu >= READ_ONCE(g->nr_cpus))
 		return 0;
 	for (lvl = 0; lvl < HEAP_LEVELS; lvl++) {
-		h = heap_at(cpu * HEAP_LEVELS + lvl);
+		h = __heap_of(cpu * HEAP_LEVELS + lvl);
 		if (READ_ONCE(h->magic) != HEAP_MAGIC)
 			break;
 		if (cmpxchg(&h->busy, 0, 1) != 0)
@@ -79,7 +80,7 @@ __weak s64 arena_heap_outstanding(void)
 
 	out = (s64)READ_ONCE(g->large_allocs) - (s64)READ_ONCE(g->large_frees);
 	for (id = zero; id < n && id < HEAP_MAX_HEAPS && can_loop; id++) {
-		h = heap_at(id);
+		h = __heap_of(id);
 		if (READ_ONCE(h->magic) != HEAP_MAGIC)
 			continue;
 		out += (s64)h->stats.allocs - (s64)h->stats.frees - (s64)h->stats.remote_frees;

@@ -3,32 +3,17 @@
  * heap.bpf.c, part 1 of 7: where things are: span and heap addresses, size classes,
  * the lock-free stacks, the clock.
  */
-
-#define SPAN_TRIES		8	/* slots to try when the kernel has a page there */
-#define SLOW_ROUNDS		4
-#define MEDIUM_PAGES		(HEAP_MEDIUM_SPAN / 4096)
-#define MEDIUM_FIRST		(10u << 10)	/* the medium class below 3 pages */
-#define CLOCK_MONOTONIC		1
+#include "internal.h"
 
 struct arena_heap_global __arena_global arena_heap_global;
 
 /* Heaps claimed for creation: only the claimer initialises one. */
 u64 __arena_global arena_heap_created[HEAP_MAX_HEAPS / 64];
 
-static __always_inline struct arena_heap_span __arena *span_desc(u32 s)
-{
-	return __heap_span(s);
-}
-
 static __always_inline u64 span_addr(u32 s)
 {
 	return ARENA_USER_BASE + HEAP_WINDOW_START +
 	       ((u64)(s & (HEAP_NR_SPANS - 1)) << HEAP_SPAN_SHIFT);
-}
-
-static __always_inline struct arena_heap __arena *heap_at(u32 id)
-{
-	return __heap_of(id);
 }
 
 static __always_inline bool in_heap_window(u64 addr)

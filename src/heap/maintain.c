@@ -3,6 +3,7 @@
  * heap.bpf.c, part 6 of 7: maintenance: mapping, trimming and giving back spans
  * (sleepable only).
  */
+#include "internal.h"
 
 /* ---- maintenance: sleepable only ---- */
 
@@ -39,7 +40,7 @@ static __always_inline int span_new(u32 kind)
 		}
 		atomic_add(&g->map_calls, 1);
 		atomic_add(&g->map_pages, pages);
-		sp = span_desc(s);
+		sp = __heap_span(s);
 		sp->remote = 0;
 		sp->local = sp->used = sp->bump = sp->capacity = sp->size = 0;
 		sp->cls = 0;
@@ -78,7 +79,7 @@ static __always_inline int span_new(u32 kind)
 static __always_inline int span_unmap(u32 s, u32 pages)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	struct arena_heap_span __arena *sp = span_desc(s);
+	struct arena_heap_span __arena *sp = __heap_span(s);
 
 	if (s >= HEAP_NR_SPANS || pages > MEDIUM_PAGES)
 		return -EINVAL;
@@ -117,12 +118,7 @@ static __always_inline int pool_purge(bool may_unmap)
 
 	if (!READ_ONCE(g->release))
 		return 0;
-	s = (u32)pool_grab();
-	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
-		sp = pool_span(s);
-		if (!sp)
-			break;
-		next = sp->link;
+	pool_for_each_span(s, sp, next, i) {
 		trim = READ_ONCE(sp->trim);
 		if (trim == HEAP_TRIM_DONE ||
 		    (may_unmap && trim == HEAP_TRIM_NONE && (s32)(now - sp->bump - delay) >= 0)) {
@@ -131,14 +127,13 @@ static __always_inline int pool_purge(bool may_unmap)
 			due_at(sp->bump + delay);
 			chain_append(&keep, s);
 		}
-		s = next;
 	}
 	chain_to_pool(&keep);
 	pool_unhold();
 	/* Only this walk knows the gone chain: nobody else reads it now. */
 	s = gone.first;
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
-		sp = span_desc(s - 1);
+		sp = __heap_span(s - 1);
 		next = sp->link;
 		if (READ_ONCE(sp->trim) == HEAP_TRIM_DONE)
 			span_unmap(s - 1, class_pages(sp->cls % HEAP_NR_CLASSES));
@@ -175,7 +170,7 @@ static __always_inline u32 reserve_shed(struct arena_heap __arena *h, u32 kind,
 			s = in;
 			continue;
 		}
-		sp = span_desc(s - 1);
+		sp = __heap_span(s - 1);
 		if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RESERVE ||
 		    sp->kind != kind) {
 			atomic_add(&g->lost_spans, 1);	/* a damaged reserve: the rest dropped */
@@ -207,7 +202,7 @@ static __always_inline u32 reserve_shed(struct arena_heap __arena *h, u32 kind,
 	barrier_var(own);
 	atomic_add(&h->reserve_nr[kind], -(s32)own);
 	if (keep_first && !stack_push_chain(&h->reserve_in[kind], keep_first,
-					    &span_desc(keep_last - 1)->next, kept))
+					    &__heap_span(keep_last - 1)->next, kept))
 		atomic_add(&g->lost_spans, kept);
 	chain_to_pool(&shed);
 	pool_unhold();
@@ -252,7 +247,7 @@ static __always_inline int trim_spans(void)
 	r = xchg(&g->trim, 0);
 	s = HEAP_WORD_FIRST(r);
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
-		sp = span_desc(s - 1);
+		sp = __heap_span(s - 1);
 		if (sp->magic != HEAP_SPAN_MAGIC)
 			break;
 		next = sp->trim_link;
@@ -287,7 +282,7 @@ static __always_inline int trim_spans(void)
 static __always_inline int heap_create(u32 id)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	struct arena_heap __arena *h = heap_at(id);
+	struct arena_heap __arena *h = __heap_of(id);
 	u64 page = (u64)h & ~4095ull;
 	u32 i;
 
@@ -338,7 +333,7 @@ __weak int __heap_map_span(struct arena_heap __arena *h __arg_arena, u32 kind)
 	s = span_new(kind & 1);
 	if (s < 0)
 		return -ENOMEM;
-	if (!stack_push(&h->reserve_in[kind & 1], &span_desc(s)->next, s + 1)) {
+	if (!stack_push(&h->reserve_in[kind & 1], &__heap_span(s)->next, s + 1)) {
 		atomic_add(&arena_heap_global.lost_spans, 1);
 		return -EAGAIN;
 	}
@@ -372,7 +367,7 @@ __weak int __heap_pool_purge(u32 may_unmap)
 	return pool_purge(may_unmap);
 }
 
-static __always_inline int global_ready(void)
+static __always_inline int global_setup(void)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 state = READ_ONCE(g->magic), i;
@@ -423,7 +418,7 @@ static __always_inline int reserve_map(struct arena_heap __arena *h, u32 kind, u
 __weak int arena_heap_fill(u32 id)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	struct arena_heap __arena *h = heap_at(id);
+	struct arena_heap __arena *h = __heap_of(id);
 	u32 kind, have, target, now, taken, delay, since, rest;
 	int err, mapped = 0;
 	bool quiet;
@@ -617,7 +612,7 @@ __weak int arena_heap_maintain(void)
 	u32 id, n;
 
 	arena_subprog_init();
-	err = global_ready();
+	err = global_setup();
 	if (err) {
 		arena_stderr("%s: allocator state is being set up elsewhere", __func__);
 		return err;
@@ -662,7 +657,7 @@ static __always_inline int reserve_small(u64 size, u64 count, const char *who)
 	struct arena_heap __arena *h;
 	u64 spans;
 
-	h = heap_at(cpu * HEAP_LEVELS);
+	h = __heap_of(cpu * HEAP_LEVELS);
 	/* A CPU with a heap to be: created here if maintenance has not yet. */
 	if (cpu < READ_ONCE(g->nr_cpus) && cpu < HEAP_MAX_CPUS &&
 	    READ_ONCE(h->magic) != HEAP_MAGIC)
@@ -706,11 +701,11 @@ __weak int arena_heap_reserve(u64 size, u64 count)
 			     size, BUDDY_MAX_SIZE);
 		return -EINVAL;
 	}
-	err = global_ready();
+	err = global_setup();
 	if (err)
 		return err;
 	/* arena_malloc asks for the redzone too: room for objects of that size. */
-	size = asan_hook_redzone(size, BUDDY_MAX_SIZE);
+	size = alloc_size(size);
 	if (size <= HEAP_MEDIUM_MAX)
 		return reserve_small(size, count, __func__);
 	per = BUDDY_CHUNK_SIZE >> (64 - __builtin_clzll((size - 1) | 15));
@@ -735,13 +730,12 @@ __weak int arena_heap_reserve_small(u64 size, u64 count)
 	arena_subprog_init();
 	if (!count)
 		return 0;
-	size = asan_hook_redzone(size, ~0ull);
-	if (!size || size > HEAP_MEDIUM_MAX) {
+	if (!size || alloc_size(size) > HEAP_MEDIUM_MAX) {
 		arena_stderr("%s: %llu bytes: not a size of the heaps", __func__, size);
 		return -EINVAL;
 	}
-	err = global_ready();
-	return err ?: reserve_small(size, count, "arena_heap_reserve");
+	err = global_setup();
+	return err ?: reserve_small(alloc_size(size), count, "arena_heap_reserve");
 }
 
 /*
@@ -755,7 +749,7 @@ __weak u64 arena_malloc_sleepable_addr(u64 size)
 	u64 addr;
 
 	arena_subprog_init();
-	if (size <= HEAP_MEDIUM_MAX && global_ready())
+	if (size <= HEAP_MEDIUM_MAX && global_setup())
 		return 0;
 	addr = arena_malloc_addr(size);
 	if (addr || !size || size > BUDDY_MAX_SIZE || arena_heap_reserve(size, 1))

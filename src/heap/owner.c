@@ -3,6 +3,7 @@
  * heap.bpf.c, part 3 of 7: the owner's side: everything here runs with preemption
  * disabled and the heap busy.
  */
+#include "internal.h"
 
 /* ---- owner side: everything below runs with the heap held (busy) ---- */
 
@@ -24,7 +25,7 @@ static __always_inline struct arena_heap __arena *heap_claim(void)
 		return NULL;
 #pragma unroll
 	for (lvl = 0; lvl < HEAP_LEVELS; lvl++) {
-		h = heap_at(cpu * HEAP_LEVELS + lvl);
+		h = __heap_of(cpu * HEAP_LEVELS + lvl);
 		if (READ_ONCE(h->magic) != HEAP_MAGIC)
 			return NULL;
 		if (!READ_ONCE(h->busy) && !cmpxchg(&h->busy, 0, 1)) {
@@ -52,7 +53,7 @@ static __always_inline void link_partial(struct arena_heap __arena *h, u32 s,
 	sp->prev = 0;
 	sp->next = head;
 	if (head)
-		span_desc(head - 1)->prev = s + 1;
+		__heap_span(head - 1)->prev = s + 1;
 	h->partial[cls] = s + 1;
 	sp->listed = 1;
 }
@@ -63,11 +64,11 @@ static __always_inline void unlink_partial(struct arena_heap __arena *h, u32 s,
 	u32 cls = sp->cls % HEAP_NR_CLASSES;
 
 	if (sp->prev)
-		span_desc(sp->prev - 1)->next = sp->next;
+		__heap_span(sp->prev - 1)->next = sp->next;
 	else if (h->partial[cls] == s + 1)
 		h->partial[cls] = sp->next;
 	if (sp->next)
-		span_desc(sp->next - 1)->prev = sp->prev;
+		__heap_span(sp->next - 1)->prev = sp->prev;
 	sp->next = sp->prev = 0;
 	sp->listed = 0;
 }
@@ -149,7 +150,7 @@ static __always_inline u64 alloc_fast(struct arena_heap __arena *h, u32 cls)
 		return obj;
 	s = h->current[cls];
 	if (s) {
-		sp = span_desc(s - 1);
+		sp = __heap_span(s - 1);
 		/* A local list that leaves the span is damaged: drop it, go on with the rest. */
 		if (sp->local && ((sp->local - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT) != s - 1)
 			sp->local = 0;
@@ -167,7 +168,7 @@ static __always_inline void take_revived(struct arena_heap __arena *h)
 		return;
 	cur = (u32)xchg(&h->revived, 0);
 	for (i = zero; cur && i < HEAP_NR_SPANS && can_loop; i++) {
-		sp = span_desc(cur - 1);
+		sp = __heap_span(cur - 1);
 		next = sp->link;
 		if (sp->magic == HEAP_SPAN_MAGIC && sp->owner == h->id + 1 && !sp->listed &&
 		    h->current[sp->cls % HEAP_NR_CLASSES] != cur) {
@@ -206,7 +207,7 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 
 	kind &= 1;
 	s = READ_ONCE(h->reserve[kind]);
-	if (s && cmpxchg(&h->reserve[kind], s, span_desc(s - 1)->next) == s) {
+	if (s && cmpxchg(&h->reserve[kind], s, __heap_span(s - 1)->next) == s) {
 		atomic_add(&h->reserve_nr[kind], -1);
 		return s;
 	}
@@ -218,7 +219,7 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 	if (cnt > 1)
 		atomic_add(&h->reserve_nr[kind], cnt - 1);
 	/* Only the owner pushes onto its list, and it was empty: no race to lose. */
-	WRITE_ONCE(h->reserve[kind], span_desc(s - 1)->next);
+	WRITE_ONCE(h->reserve[kind], __heap_span(s - 1)->next);
 	return s;
 }
 
@@ -237,7 +238,7 @@ static __always_inline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 		WRITE_ONCE(g->want, 1);
 		return 0;
 	}
-	sp = span_desc(s - 1);
+	sp = __heap_span(s - 1);
 	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RESERVE || sp->kind != kind) {
 		/* A damaged reserve: drop it rather than hand out what is not ours. */
 		xchg(&h->reserve[kind], 0);
@@ -298,7 +299,7 @@ static __always_inline bool remote_push(u32 s, struct arena_heap_span __arena *s
 		if (cmpxchg(&sp->remote, old, new) != old)
 			continue;
 		if (old & HEAP_REMOTE_FULL) {
-			owner = heap_at((sp->owner - 1) % HEAP_MAX_HEAPS);
+			owner = __heap_of((sp->owner - 1) % HEAP_MAX_HEAPS);
 			if (!stack_push(&owner->revived, &sp->link, s + 1))
 				atomic_add(&arena_heap_global.lost_spans, 1);
 		}
@@ -331,7 +332,7 @@ static __always_inline void drain_parked(struct arena_heap __arena *h)
 			return;
 		}
 		next = *(u32 __arena *)obj;
-		if (READ_ONCE(g->fail_remote) || !remote_push(span_of(obj), span_desc(span_of(obj)),
+		if (READ_ONCE(g->fail_remote) || !remote_push(span_of(obj), __heap_span(span_of(obj)),
 							   obj)) {
 			*(u32 __arena *)obj = next;
 			break;
@@ -379,9 +380,6 @@ static __always_inline int free_remote(struct arena_heap __arena *h, u32 s,
  * take two frames below their caller at most. h is held (heap_claim); preemption is on.
  */
 
-/* What arena_heap_alloc_current() says when frees came back to a used-up span. */
-#define HEAP_ALLOC_AGAIN	1
-
 /*
  * An object of class cls from the current span: its local list, else its remote frees.
  * A span used up is parked full (the next remote free revives it) and is current no
@@ -401,7 +399,7 @@ __weak u64 arena_heap_alloc_current(struct arena_heap __arena *h __arg_arena, u3
 	s = h->current[cls];
 	if (!s)
 		return 0;
-	sp = span_desc(s - 1);
+	sp = __heap_span(s - 1);
 	if (collect(sp, s - 1)) {
 		addr = alloc_fast(h, cls);
 		if (addr)
@@ -430,7 +428,7 @@ __weak bool arena_heap_take_span(struct arena_heap __arena *h __arg_arena, u32 c
 		s = h->partial[cls];
 	}
 	if (s) {
-		unlink_partial(h, s - 1, span_desc(s - 1));
+		unlink_partial(h, s - 1, __heap_span(s - 1));
 	} else {
 		s = take_reserve(h, cls);	/* span + 1, like every list */
 		if (!s)
@@ -445,7 +443,7 @@ __weak int arena_heap_free_local(struct arena_heap __arena *h __arg_arena, u32 s
 {
 	arena_subprog_init();
 	s &= HEAP_NR_SPANS - 1;
-	free_local(h, s, span_desc(s), obj);
+	free_local(h, s, __heap_span(s), obj);
 	return 0;
 }
 
@@ -454,5 +452,5 @@ __weak int arena_heap_free_remote(struct arena_heap __arena *h __arg_arena, u32 
 {
 	arena_subprog_init();
 	s &= HEAP_NR_SPANS - 1;
-	return free_remote(h, s, span_desc(s), obj);
+	return free_remote(h, s, __heap_span(s), obj);
 }

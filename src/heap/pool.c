@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* heap.bpf.c, part 2 of 7: the pool of whole spare spans, and the reserves' counts. */
+#include "internal.h"
 
 /*
  * The descriptor of span s (index + 1) met in a walk of the pool taken whole, or NULL
@@ -7,7 +8,7 @@
  */
 static __always_inline struct arena_heap_span __arena *pool_span(u32 s)
 {
-	struct arena_heap_span __arena *sp = span_desc(s - 1);
+	struct arena_heap_span __arena *sp = __heap_span(s - 1);
 
 	if (sp->magic != HEAP_SPAN_MAGIC || sp->state != HEAP_SPAN_RELEASE) {
 		atomic_add(&arena_heap_global.lost_spans, 1);
@@ -16,16 +17,11 @@ static __always_inline struct arena_heap_span __arena *pool_span(u32 s)
 	return sp;
 }
 
-/* Spans linked through link, in the order appended: what goes back onto the pool. */
-struct pool_chain {
-	u32 first, last, n;
-};
-
 static __always_inline void chain_append(struct pool_chain *c, u32 s)
 {
-	span_desc(s - 1)->link = 0;
+	__heap_span(s - 1)->link = 0;
 	if (c->last)
-		span_desc(c->last - 1)->link = s;
+		__heap_span(c->last - 1)->link = s;
 	else
 		c->first = s;
 	c->last = s;
@@ -37,7 +33,7 @@ static __always_inline void chain_to_pool(struct pool_chain *c)
 	struct arena_heap_global __arena *g = &arena_heap_global;
 
 	if (c->first && !stack_push_chain(&g->release, c->first,
-					  &span_desc(c->last - 1)->link, c->n))
+					  &__heap_span(c->last - 1)->link, c->n))
 		atomic_add(&g->lost_spans, c->n);
 }
 
@@ -49,7 +45,7 @@ static __always_inline void chain_to_pool(struct pool_chain *c)
  */
 static __always_inline struct arena_heap __arena *cpu_heap(u32 cpu)
 {
-	struct arena_heap __arena *h = heap_at(cpu * HEAP_LEVELS);
+	struct arena_heap __arena *h = __heap_of(cpu * HEAP_LEVELS);
 
 	/* Heaps exist for CPUs below nr_cpus once set up; the rest is never touched. */
 	if (cpu >= READ_ONCE(arena_heap_global.nr_cpus) || cpu >= HEAP_MAX_CPUS ||
@@ -99,18 +95,9 @@ static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32
 	struct pool_chain keep = {};
 	struct arena_heap_span __arena *sp;
 
-	/*
-	 * The loops count down from unknown values and test heads, not counters: a counter
-	 * up from 0 that a branch tests is a new verifier state at every round.
-	 */
 	if (!n || !READ_ONCE(g->release))
 		return 0;
-	s = (u32)pool_grab();
-	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
-		sp = pool_span(s);
-		if (!sp)
-			break;
-		next = sp->link;
+	pool_for_each_span(s, sp, next, i) {
 		trim = READ_ONCE(sp->trim);
 		if (left && sp->kind == kind &&
 		    (trim == HEAP_TRIM_NONE || trim == HEAP_TRIM_CANCELLED)) {
@@ -123,12 +110,11 @@ static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32
 		} else {
 			chain_append(&keep, s);
 		}
-		s = next;
 	}
 	chain_to_pool(&keep);
 	got = n - left;
 	if (got_first && !stack_push_chain(&h->reserve_in[kind & 1], got_first,
-					   &span_desc(got_last - 1)->next, got)) {
+					   &__heap_span(got_last - 1)->next, got)) {
 		atomic_add(&g->lost_spans, got);
 		got = 0;
 	}
@@ -170,7 +156,7 @@ static __always_inline int pool_wait(struct arena_heap __arena *h0)
  */
 static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 {
-	struct arena_heap __arena *h0 = heap_at(h->id / HEAP_LEVELS * HEAP_LEVELS);
+	struct arena_heap __arena *h0 = __heap_of(h->id / HEAP_LEVELS * HEAP_LEVELS);
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 head, s, next, prev = 0, found = 0, trim, i, n;
 	struct arena_heap_span __arena *sp;
@@ -185,7 +171,7 @@ static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 	n = HEAP_WORD_COUNT(r);
 	s = head;
 	for (i = zero; s && i < HEAP_NR_SPANS && can_loop; i++) {
-		sp = span_desc(s - 1);
+		sp = __heap_span(s - 1);
 		next = sp->link;
 		trim = READ_ONCE(sp->trim);
 		if (!found && sp->kind == kind && sp->magic == HEAP_SPAN_MAGIC &&
@@ -193,7 +179,7 @@ static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 		    (trim == HEAP_TRIM_NONE || trim == HEAP_TRIM_CANCELLED)) {
 			found = s;
 			if (prev)
-				span_desc(prev - 1)->link = next;
+				__heap_span(prev - 1)->link = next;
 			else
 				head = next;
 		} else {
@@ -203,13 +189,13 @@ static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 	}
 	/* A damaged or endless list is cut where the walk stopped. */
 	if (prev)
-		span_desc(prev - 1)->link = 0;
-	if (head && prev && !stack_push_chain(&g->release, head, &span_desc(prev - 1)->link,
+		__heap_span(prev - 1)->link = 0;
+	if (head && prev && !stack_push_chain(&g->release, head, &__heap_span(prev - 1)->link,
 					       n > !!found ? n - !!found : 1))
 		atomic_add(&g->lost_spans, 1);
 	pool_hold_count(h0, -1);
 	if (found) {
-		sp = span_desc(found - 1);
+		sp = __heap_span(found - 1);
 		sp->state = HEAP_SPAN_RESERVE;
 		atomic_add(&g->pool_reused, 1);
 	}

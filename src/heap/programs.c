@@ -3,6 +3,7 @@
  * heap.bpf.c, part 7 of 7: the background refill (a bpf_timer and a bpf_wq) and the
  * SEC("syscall") programs.
  */
+#include "internal.h"
 
 #ifdef __BPF__
 /* Maintenance in the background: a timer polls for requests, a workqueue serves them. */
@@ -95,14 +96,9 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 	u32 n = args->nr_cpus;
 	int err;
 
-	/* The inlined fast paths in heap.h address the arena from this constant. */
-	if (arena_base_of((u64)&arena_heap_global) != ARENA_USER_BASE) {
-		arena_stderr(
-			"%s: the arena is at %llx, not at ARENA_USER_BASE (%llx): was its map_extra changed?",
-			__func__, arena_base_of((u64)&arena_heap_global), ARENA_USER_BASE);
+	if (arena_misplaced(__func__, (u64)g))
 		return -EINVAL;
-	}
-	err = global_ready();
+	err = global_setup();
 	if (err)
 		return err;
 	if (n > HEAP_MAX_CPUS) {

@@ -41,6 +41,15 @@ static inline void host_run(const char *suite, const char *name, int (*fn)(void)
 	fflush(stdout);
 }
 
+/* The host tests' random source: xorshift64 on *state (never 0). */
+static inline unsigned long long host_rnd(unsigned long long *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
+
 static inline int host_summary(void)
 {
 	printf("%d passed, %d failed\n", host_passed, host_failed);

@@ -47,10 +47,7 @@ static int destroy(struct btree *bt)
 
 static u64 rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return host_rnd(&rng);
 }
 
 /* Keys spread over the whole u64 range, both ends included. */
@@ -66,46 +63,16 @@ static u64 rnd_key(void)
 	return key_of(rnd() % KEYSPACE);
 }
 
-static struct bt_pair model[MAX_LIVE];
-static int nr;
+#define MODEL_ENTRY	struct bt_pair
+#define MODEL_MAX	MAX_LIVE
+#include "model.h"
+
 static long total_ops, checks, max_live, phases;
 static u32 max_height;
 
-static int first_at_least(u64 key, int strict)
-{
-	int lo = 0, hi = nr;
-
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-
-		if (model[mid].key < key || (strict && model[mid].key == key))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static int model_find(u64 key)
-{
-	int at = first_at_least(key, 0);
-
-	return at < nr && model[at].key == key ? at : -1;
-}
-
 static void model_insert(u64 key, u64 value)
 {
-	int at = first_at_least(key, 0);
-
-	memmove(&model[at + 1], &model[at], (nr - at) * sizeof(model[0]));
-	model[at] = (struct bt_pair){ key, value };
-	nr++;
-}
-
-static void model_erase(int at)
-{
-	memmove(&model[at], &model[at + 1], (nr - at - 1) * sizeof(model[0]));
-	nr--;
+	model_put((struct bt_pair){ key, value }, 0);
 }
 
 /* The cursor must stand on model[at] (at == nr: spent, ret -ENOENT). */

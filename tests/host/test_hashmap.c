@@ -36,14 +36,6 @@ int arena_heap_reserve_small(u64 size, u64 count)
 #define RACE_OWN	40000
 #endif
 
-static u64 rnd(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 #define MODEL_KEYS	300
 #define KEY(i)		((u64)(i) * 0x9e3779b97f4a7c15ull)
 
@@ -85,7 +77,7 @@ static int test_fuzz(void)
 	int k, ret, want;
 
 	for (op = 0; op < ops; op++) {
-		r = rnd(&seed);
+		r = host_rnd(&seed);
 		if (!m || r % 20000 == 0) {
 			if (m)
 				CHECK(hmap_destroy(m) == 0, "");
@@ -274,7 +266,7 @@ static void *race_writer(void *arg)
 	for (i = 0; i < RACE_OWN; i++) {
 		if (RETRY(hmap_insert(race_m, base + i, i)))
 			race_bad[me]++;
-		k = SHARED_BASE + rnd(&x) % RACE_SHARED;
+		k = SHARED_BASE + host_rnd(&x) % RACE_SHARED;
 		if (i & 1) {
 			ret = RETRY(hmap_upsert(race_m, k, i));
 			race_added[me] += ret == 0;
@@ -284,10 +276,10 @@ static void *race_writer(void *arg)
 			race_deleted[me] += ret == 0;
 			race_bad[me] += ret != 0 && ret != -ENOENT;
 		}
-		k = rnd(&x) % RACE_STABLE;
+		k = host_rnd(&x) % RACE_STABLE;
 		if (hmap_lookup(race_m, k, &val) || val != ~k)
 			race_bad[me]++;
-		k = rnd(&x) % (i + 1);
+		k = host_rnd(&x) % (i + 1);
 		if (hmap_lookup(race_m, base + k, &val) || val != k)
 			race_bad[me]++;
 	}

@@ -34,14 +34,6 @@ struct item {
 static struct item items[ITEMS];
 static int model[ITEMS], model_n;
 
-static u64 rnd(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 static int model_find(int id)
 {
 	for (int i = 0; i < model_n; i++)
@@ -102,13 +94,13 @@ static int test_fuzz(void)
 	for (i = 0; i < ITEMS; i++)
 		items[i].id = i;
 	for (op = 0; op < ops; op++) {
-		u64 r = rnd(&seed) % 6;
+		u64 r = host_rnd(&seed) % 6;
 
-		id = rnd(&seed) % ITEMS;
+		id = host_rnd(&seed) % ITEMS;
 		at = model_find(id);
 		if (r <= 2 && at < 0) {
 			/* Add at the front, the back, or after another entry. */
-			int after = model_n ? model[rnd(&seed) % model_n] : -1;
+			int after = model_n ? model[host_rnd(&seed) % model_n] : -1;
 
 			if (r == 0) {
 				CHECK(arena_list_add(&items[id].link, &head) == 0, "");
@@ -121,7 +113,7 @@ static int test_fuzz(void)
 				model_insert(model_find(after) + 1, id);
 			}
 		} else if (r == 3 && at >= 0) {
-			if (rnd(&seed) % 2) {
+			if (host_rnd(&seed) % 2) {
 				CHECK(arena_list_del(&items[id].link) == 0, "");
 				CHECK(!items[id].link.next && !items[id].link.prev, "");
 			} else {
@@ -195,7 +187,7 @@ static void *race_thread(void *arg)
 	int i;
 
 	for (i = 0; i < ROUNDS; i++) {
-		struct item *it = &race_items[t][rnd(&seed) % PER_THREAD];
+		struct item *it = &race_items[t][host_rnd(&seed) % PER_THREAD];
 		int ret;
 
 		while (arena_spin_lock(&shared_lock))

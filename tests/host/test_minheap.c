@@ -25,14 +25,6 @@ char libarena_host_arena;
 #define RACE_ENTRIES	20000
 #endif
 
-static u64 rnd(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 #define MODEL_MAX	64
 
 struct model_entry {
@@ -70,18 +62,18 @@ static int test_fuzz(void)
 	struct minheap *h = NULL;
 
 	for (op = 0; op < ops; op++) {
-		u64 r = rnd(&seed) % 100;
+		u64 r = host_rnd(&seed) % 100;
 
 		if (!h || r == 0) {
 			if (h)
 				CHECK(minheap_destroy(h) == 0, "");
-			cap = 1 + rnd(&seed) % MODEL_MAX;
+			cap = 1 + host_rnd(&seed) % MODEL_MAX;
 			h = minheap_create(cap);
 			CHECK(h, "");
 			model_n = nstale = 0;
 		} else if (r < 45) {
 			/* Few distinct keys: many ties. */
-			key = rnd(&seed) % 16;
+			key = host_rnd(&seed) % 16;
 			ret = minheap_insert(h, key, op);
 			if (model_n == cap) {
 				CHECK(ret == -ENOSPC, "op %ld: insert into full: %lld", op, ret);
@@ -105,7 +97,7 @@ static int test_fuzz(void)
 				model_del(i);
 			}
 		} else if (r < 85 && model_n) {
-			i = rnd(&seed) % model_n;
+			i = host_rnd(&seed) % model_n;
 			ret = minheap_remove(h, model[i].handle, &key, &value);
 			CHECK(ret == 0 && key == model[i].key && value == model[i].value,
 			      "op %ld: remove: %lld", op, ret);
@@ -113,14 +105,14 @@ static int test_fuzz(void)
 				stale[nstale++] = model[i].handle;
 			model_del(i);
 		} else if (r < 95 && model_n) {
-			i = rnd(&seed) % model_n;
-			key = rnd(&seed) % 16;
+			i = host_rnd(&seed) % model_n;
+			key = host_rnd(&seed) % 16;
 			CHECK(minheap_update(h, model[i].handle, key) == 0, "op %ld", op);
 			model[i].key = key;
 			model[i].seq = seq++;
 		} else if (nstale) {
 			/* A handle popped or removed: refused, even after its slot was reused. */
-			s64 hd = stale[rnd(&seed) % nstale];
+			s64 hd = stale[host_rnd(&seed) % nstale];
 			bool live = false;
 
 			for (i = 0; i < model_n; i++)
@@ -177,7 +169,7 @@ static void *race_thread(void *arg)
 	host_cpu = t;
 	for (i = 0; i < RACE_ENTRIES; i += 16) {
 		for (j = i; j < i + 16 && j < RACE_ENTRIES; j++)
-			while (minheap_insert(race_h, rnd(&seed) % 1000, t * RACE_ENTRIES + j) < 0)
+			while (minheap_insert(race_h, host_rnd(&seed) % 1000, t * RACE_ENTRIES + j) < 0)
 				sched_yield();
 		for (j = i; j < i + 16 && j < RACE_ENTRIES; j++) {
 			if (minheap_pop(race_h, &key, &value))

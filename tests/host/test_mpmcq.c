@@ -26,14 +26,6 @@ char libarena_host_arena;
 #define RACE_VALUES	200000
 #endif
 
-static u64 rnd(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 static int test_fuzz(void)
 {
 	const char *s = getenv("HOST_FUZZ_OPS"), *sd = getenv("HOST_FUZZ_SEED");
@@ -45,12 +37,12 @@ static int test_fuzz(void)
 	int ret;
 
 	for (op = 0; op < ops; op++) {
-		u64 r = rnd(&seed) % 100;
+		u64 r = host_rnd(&seed) % 100;
 
 		if (!q || r == 0) {
 			if (q)
 				CHECK(mpmcq_destroy(q) == 0, "");
-			cap = 1 + rnd(&seed) % 64;
+			cap = 1 + host_rnd(&seed) % 64;
 			q = mpmcq_create(cap);
 			CHECK(q, "op %ld: create(%u)", op, cap);
 			for (want_cap = 2; want_cap < cap; want_cap <<= 1)

@@ -31,14 +31,6 @@ struct item {
 	u32 seq;
 };
 
-static u64 rnd(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 /* The first half of a push: the node is reachable, its link not yet written. */
 static u64 push_half(struct mpsc_queue *q, struct item *it)
 {
@@ -96,7 +88,7 @@ static int test_fuzz(void)
 
 	mpsc_init(&q);
 	for (op = 0; op < ops; op++) {
-		u64 r = rnd(&seed) % 100;
+		u64 r = host_rnd(&seed) % 100;
 
 		if (hanging != ~0u && r < 5) {
 			__atomic_store_n(&items[hanging].node.next, prev, __ATOMIC_RELEASE);

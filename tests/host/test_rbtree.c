@@ -28,10 +28,7 @@ static u64 rng;
 
 static u64 rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return host_rnd(&rng);
 }
 
 /* A caller's struct with the node inside, as RB_NOALLOC users have it. */
@@ -48,46 +45,17 @@ struct entry {
 	struct item *item;
 };
 
-static struct entry model[MAX_LIVE];
-static int nr;
+#define MODEL_ENTRY	struct entry
+#define MODEL_MAX	MAX_LIVE
+#include "model.h"
+
 static struct item items[MAX_LIVE];
 static long total_ops;
 
-static int first_at_least(u64 key, int strict)
-{
-	int lo = 0, hi = nr;
-
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-
-		if (model[mid].key < key || (strict && model[mid].key == key))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
+/* Equal keys in insertion order, as the tree keeps them. */
 static void model_insert(u64 key, u64 value, struct item *it)
 {
-	int at = first_at_least(key, 1);
-
-	memmove(&model[at + 1], &model[at], (nr - at) * sizeof(model[0]));
-	model[at] = (struct entry){ key, value, it };
-	nr++;
-}
-
-static void model_erase(int at)
-{
-	memmove(&model[at], &model[at + 1], (nr - at - 1) * sizeof(model[0]));
-	nr--;
-}
-
-static int model_find(u64 key)
-{
-	int at = first_at_least(key, 0);
-
-	return at < nr && model[at].key == key ? at : -1;
+	model_put((struct entry){ key, value, it }, 1);
 }
 
 static struct item *free_item(void)

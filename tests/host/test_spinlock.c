@@ -29,14 +29,6 @@ static u64 count_a, count_b;
 static int inside, overlaps;
 static u64 done[THREADS], gave_up[THREADS], late[THREADS];
 
-static u64 rnd(u64 *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
 static void *count_thread(void *arg)
 {
 	long t = (long)arg;
@@ -46,8 +38,8 @@ static void *count_thread(void *arg)
 	while (done[t] < ROUNDS) {
 		/* Half the threads give up quickly now and then. */
 		timeout = ARENA_SPIN_TIMEOUT_NS;
-		if (t % 2 && rnd(&seed) % 4 == 0)
-			timeout = rnd(&seed) % 20000;
+		if (t % 2 && host_rnd(&seed) % 4 == 0)
+			timeout = host_rnd(&seed) % 20000;
 		if (arena_spin_lock_timeout(&lock, timeout)) {
 			gave_up[t]++;
 			continue;
@@ -55,7 +47,7 @@ static void *count_thread(void *arg)
 		if (__atomic_exchange_n(&inside, 1, __ATOMIC_RELAXED))
 			__atomic_fetch_add(&overlaps, 1, __ATOMIC_RELAXED);
 		count_a++;
-		if (rnd(&seed) % 16 == 0)
+		if (host_rnd(&seed) % 16 == 0)
 			sched_yield();		/* a holder descheduled: waiters time out */
 		count_b++;
 		__atomic_store_n(&inside, 0, __ATOMIC_RELAXED);
@@ -147,7 +139,7 @@ static int test_model(void)
 	lock.state = served;
 	lock.next = next;		/* served is held */
 	for (op = 0; op < ops; op++) {
-		u64 r = rnd(&seed) % 3;
+		u64 r = host_rnd(&seed) % 3;
 
 		if (served == next) {
 			/* Free: nobody waits and nothing is marked; take it as trylock does. */
@@ -158,7 +150,7 @@ static int test_model(void)
 			CHECK(__sync_val_compare_and_swap(&lock.next, next, next + 1) == next, "");
 			gone[next++ & 0xffff] = false;
 		} else if (r == 1 && next - served > 1) {
-			t = served + 1 + rnd(&seed) % (next - served - 1);
+			t = served + 1 + host_rnd(&seed) % (next - served - 1);
 			if (gone[t & 0xffff])
 				continue;
 			lock.state += __arena_spin_mark(t);

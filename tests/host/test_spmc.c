@@ -29,10 +29,7 @@ static u64 rng;
 
 static u64 rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return host_rnd(&rng);
 }
 
 /* The model: values at positions head .. tail - 1 of a ring larger than the deque. */
