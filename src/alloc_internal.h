@@ -49,8 +49,9 @@ static __always_inline bool arena_misplaced(const char *who, u64 addr)
 {
 	if (arena_at_user_base(addr))
 		return false;
-	arena_stderr("%s: the arena is at %llx, not at ARENA_USER_BASE (%llx): was its map_extra changed?",
-		     who, arena_base_of(addr), ARENA_USER_BASE);
+	arena_stderr(
+		"%s: the arena is at %llx, not at ARENA_USER_BASE (%llx): was its map_extra changed?",
+		who, arena_base_of(addr), ARENA_USER_BASE);
 	return true;
 }
 

@@ -85,8 +85,8 @@ __weak int asan_shadow_map(u64 addr, u64 size, s8 fill)
 		if (atomic_fetch_or(&asan_shadow_mapped[pg / 64], 1ull << (pg % 64)) &
 		    (1ull << (pg % 64)))
 			continue;
-		p = bpf_arena_alloc_pages(&arena, (void __arena *)(ARENA_USER_BASE + ASAN_SHADOW_START +
-					  (u64)pg * 4096), 1, NUMA_NO_NODE, 0);
+		p = bpf_arena_alloc_pages(&arena, (void __arena *)(ARENA_USER_BASE +
+					  ASAN_SHADOW_START + (u64)pg * 4096), 1, NUMA_NO_NODE, 0);
 		if (!p)
 			continue;
 		atomic_add(&st->shadow_pages, 1);

@@ -120,6 +120,7 @@ struct {
 	bool ___live;								\
 										\
 	arena_subprog_init();							\
+	/* Acquire: pairs with the release that made obj live. */		\
 	___live = (obj) && smp_load_acquire(&(obj)->magic) == (magic_val);	\
 	if (!___live)								\
 		arena_stderr("%s: %llx is not a live %s", fn, (u64)(obj), what);	\

@@ -332,8 +332,8 @@ static __always_inline void drain_parked(struct arena_heap __arena *h)
 			return;
 		}
 		next = *(u32 __arena *)obj;
-		if (READ_ONCE(g->fail_remote) || !remote_push(span_of(obj), __heap_span(span_of(obj)),
-							   obj)) {
+		if (READ_ONCE(g->fail_remote) ||
+		    !remote_push(span_of(obj), __heap_span(span_of(obj)), obj)) {
 			*(u32 __arena *)obj = next;
 			break;
 		}

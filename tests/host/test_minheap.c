@@ -169,7 +169,8 @@ static void *race_thread(void *arg)
 	host_cpu = t;
 	for (i = 0; i < RACE_ENTRIES; i += 16) {
 		for (j = i; j < i + 16 && j < RACE_ENTRIES; j++)
-			while (minheap_insert(race_h, host_rnd(&seed) % 1000, t * RACE_ENTRIES + j) < 0)
+			while (minheap_insert(race_h, host_rnd(&seed) % 1000,
+					      t * RACE_ENTRIES + j) < 0)
 				sched_yield();
 		for (j = i; j < i + 16 && j < RACE_ENTRIES; j++) {
 			if (minheap_pop(race_h, &key, &value))
