@@ -54,8 +54,7 @@ endef
 $(foreach t,$(TESTS),$(eval $(call host_test,$(t),asan)) $(eval $(call host_test,$(t),tsan)))
 
 # Every binary runs even when one fails; each prints its "N passed, N failed" line.
-# Without address randomisation: the allocator's window sits at a fixed offset from the
-# 4 GiB-aligned region holding its globals, which must not move next to other mappings.
+# Without address randomisation, so that a failing run repeats with the same addresses.
 run: $(BINS)
 	@rc=0; for b in $(BINS); do \
 		echo "== host: $$(basename $$b)"; \

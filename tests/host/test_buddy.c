@@ -93,7 +93,7 @@ extern struct buddy_registry buddy_registry;
  */
 static int check_shape(struct buddy *a, int op)
 {
-	u64 base = (u64)(uintptr_t)&buddy_registry & ~0xffffffffull, spares = 0, held = 0;
+	u64 base = ARENA_USER_BASE, spares = 0, held = 0;
 	u32 pairs[BUDDY_ORDERS] = {};
 
 	for (u32 s = 0; s < BUDDY_NR_SLOTS; s++) {
