@@ -208,16 +208,24 @@ DEP_FLAGS := -MMD -MP
 EXAMPLE_HDRS := $(wildcard $(LIBARENA_DIR)/examples/*.h)
 
 # Every public header compiles alone (it includes what it uses): BPF headers with the
-# BPF flags, the user-space one (userspace.h) as user-space C.
+# BPF flags, the user-space one (userspace.h) as user-space C; both without a warning
+# under -Wall -Wextra, so that a project that builds with -Werror can include them.
 PUBLIC_HDRS := $(notdir $(wildcard $(LIBARENA_DIR)/include/libarena/*.h))
 USER_HDRS := userspace.h
-headers: $(PUBLIC_HDRS:%=$(OUTPUT)/headers/%.ok)
+headers: $(PUBLIC_HDRS:%=$(OUTPUT)/headers/%.ok) $(OUTPUT)/headers/all.ok
+
+# And all of them in one translation unit, as a program that uses every component has it.
+BPF_HDRS := $(filter-out $(USER_HDRS),$(PUBLIC_HDRS))
+$(OUTPUT)/headers/all.ok: $(BPF_HDRS:%=$(LIBARENA_DIR)/include/libarena/%) $(BPF_DEPS)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)printf '#include <libarena/%s>\n' $(BPF_HDRS) | \
+		$(CLANG) $(BPF_CFLAGS) $(WARN_CFLAGS) -Wextra -fsyntax-only -x c - && touch $@
 
 $(OUTPUT)/headers/%.ok: $(LIBARENA_DIR)/include/libarena/% $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)echo '#include <libarena/$*>' | \
 		$(if $(filter $(USER_HDRS),$*),$(HOSTCC) $(USER_CFLAGS),$(CLANG) $(BPF_CFLAGS)) \
-		$(WARN_CFLAGS) -fsyntax-only -MMD -MP -MF $(@:.ok=.d) -MT $@ -x c - && touch $@
+		$(WARN_CFLAGS) -Wextra -fsyntax-only -MMD -MP -MF $(@:.ok=.d) -MT $@ -x c - && touch $@
 
 $(OUTPUT)/obj/%.bpf.o: $(LIBARENA_DIR)/src/%.bpf.c $(BPF_DEPS)
 	$(Q)mkdir -p $(dir $@)

@@ -138,10 +138,9 @@ __weak u64 arena_malloc_small_addr(u64 size)
 }
 
 /* Why a pointer cannot be freed, or NULL. */
-static __always_inline const char *bad_free(u32 s, struct arena_heap_span __arena *sp,
-					    u64 obj)
+static __always_inline const char *bad_free(struct arena_heap_span __arena *sp, u64 obj)
 {
-	switch (__heap_free_check(s, sp, obj)) {
+	switch (__heap_free_check(sp, obj)) {
 	case HEAP_FREE_OK:
 		return NULL;
 	case HEAP_FREE_NO_SPAN:
@@ -202,7 +201,7 @@ static __always_inline int heap_free(void __arena *ptr)
 	}
 	s = span_of(obj);
 	sp = __heap_span(s);
-	why = bad_free(s, sp, obj);
+	why = bad_free(sp, obj);
 	if (why) {
 		atomic_add(&g->bad_frees, 1);
 		arena_stderr("arena_free: %llx %s", obj, why);
@@ -244,7 +243,7 @@ __weak int arena_free_slow(void __arena *ptr __arg_arena)
 	if (in_heap_window(obj)) {
 		s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
 		sp = __heap_span(s);
-		switch (__heap_free_check(s, sp, obj)) {
+		switch (__heap_free_check(sp, obj)) {
 		case HEAP_FREE_OK:
 			break;
 		case HEAP_FREE_DOUBLE:

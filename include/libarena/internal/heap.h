@@ -134,9 +134,8 @@ static __always_inline void __heap_tag_free(u64 obj)
 	((u32 __arena *)obj)[2] = HEAP_FREE_TAG ^ (u32)obj;
 }
 
-/* Why obj of span s cannot be freed (HEAP_FREE_OK: it can). */
-static __always_inline int __heap_free_check(u32 s, struct arena_heap_span __arena *sp,
-					      u64 obj)
+/* Why obj of span sp cannot be freed (HEAP_FREE_OK: it can). */
+static __always_inline int __heap_free_check(struct arena_heap_span __arena *sp, u64 obj)
 {
 	u32 rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
 
