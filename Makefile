@@ -144,9 +144,13 @@ bench-btree-nodes: lib
 	done
 	@$(VM) -- scripts/btree-node-sizes $(BTREE_NODES)
 
+# What they name is built by `make lib` with the same KERNEL= and CLANG=: say so when
+# that build does not exist yet (on stderr: stdout stays the one answer).
 print-bpf-cflags print-asan-cflags print-bpftool print-runner print-user-cflags \
 print-user-libs print-lib:
 	@$(PRINTMAKE) $@
+	@[ -d $(OUT) ] || echo "libarena: $(OUT) is not built yet: run make lib" \
+		"KERNEL=$(KERNEL) CLANG=$(CLANG) first" >&2
 
 print-build:
 	@echo $(OUT)

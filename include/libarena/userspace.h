@@ -6,7 +6,8 @@
  *   libarena_log(obj)                    the object's log ring, mapped in this process
  *   libarena_log_drain(log, fn, ctx)     hand each complete line to fn, oldest first
  *   libarena_log_print(log, out, err)    drain to two FILEs, and report dropped lines
- *   libarena_prog_run(prog, arg, size)   run a SEC("syscall") program, return its result
+ *   libarena_prog_run(prog, arg, size, &ret)  run a SEC("syscall") program: its result
+ *                                        in ret, 0 or a run's error
  *   libarena_buddy(obj)                  the default allocator (struct buddy), mapped here
  *   libarena_buddy_stats_print(b, out)   its statistics, one line per order in use
  *   libarena_heap_refill(obj, cfg)       create the fast allocator's heaps, fill reserves
