@@ -295,20 +295,25 @@ static __always_inline bool asan_ready(void)
 /* Plain and host builds: a data structure's explicit check compiles to nothing. */
 static __always_inline int asan_check_range(u64 addr, u64 size, int write)
 {
-	(void)addr, (void)size, (void)write;
+	(void)addr;
+	(void)size;
+	(void)write;
 	return 0;
 }
 
 /* And so do the runtime's calls (as upstream's plain build has them). */
 static __always_inline int asan_poison(void __arena *addr, s8 val, u64 size)
 {
-	(void)addr, (void)val, (void)size;
+	(void)addr;
+	(void)val;
+	(void)size;
 	return 0;
 }
 
 static __always_inline int asan_unpoison(void __arena *addr, u64 size)
 {
-	(void)addr, (void)size;
+	(void)addr;
+	(void)size;
 	return 0;
 }
 
