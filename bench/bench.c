@@ -228,14 +228,15 @@ static void measure_ref(struct result *r, u32 ref, int threads)
 
 /* One round at a thread count: the references, then the allocators in turn at each size. */
 static void measure_round(struct result res[2][NR_SIZES][NR_ALLOCS], struct result ref[NR_REFS],
-			  int threads, bool quick)
+			  int threads, bool quick, bool ours)
 {
 	for (u32 r = 0; r < NR_REFS; r++)
 		measure_ref(&ref[r], r, threads);
 	for (u32 b = 0; b < 2; b++)
 		for (u32 s = 0; s < NR_SIZES; s++)
 			for (u32 al = 0; al < NR_ALLOCS; al++)
-				if (!quick || (!b && s < 2 && al != ALLOC_HASH))
+				if ((!quick || (!b && s < 2 && al != ALLOC_HASH)) &&
+				    (!ours || al <= ALLOC_BUDDY))
 					measure(&res[b][s][al], al, b, sizes[s], threads);
 }
 
@@ -551,6 +552,8 @@ int main(int argc, char **argv)
 	static struct result res[2][2][NR_SIZES][NR_ALLOCS], ref[2][NR_REFS];
 	const char *data_path = getenv("BENCH_DATA");
 	bool quick = getenv("BENCH_QUICK");
+	/* BENCH_OURS: the heap and the buddy allocator only, 1 thread (the sanitizer's work). */
+	bool ours = getenv("BENCH_OURS");
 	const char *env = getenv("BENCH_ROUNDS");
 	int rounds = env && atoi(env) > 0 ? atoi(env) : 3;
 	struct arena_heap_refill_args cfg = { .reserve_small = 32, .reserve_medium = 8 };
@@ -590,10 +593,10 @@ int main(int argc, char **argv)
 	for (int ti = 0; ti < 2; ti++) {
 		int threads = ti ? ncpu : 1;
 
-		if (ti && (ncpu == 1 || quick))
+		if (ti && (ncpu == 1 || quick || ours))
 			break;
 		for (int round = 0; round < rounds; round++)
-			measure_round(res[ti], ref[ti], threads, quick);
+			measure_round(res[ti], ref[ti], threads, quick, ours);
 		if (quick) {
 			/* BENCH_QUICK: for work on the fast paths, the pairs only. */
 			for (u32 r = 0; r < NR_REFS; r++)
@@ -616,6 +619,8 @@ int main(int argc, char **argv)
 					print_result(&res[ti][b][s][al], &res[ti][b][s][ALLOC_HEAP],
 						     al, b, sizes[s], threads);
 	}
+	if (ours)
+		return 0;
 	print_versus(res, ref);
 	if (ncpu > 1) {
 		printf(

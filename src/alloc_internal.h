@@ -13,7 +13,7 @@
  *   base.h > log.h > spinlock.h > alloc_types.h > asan.h > this header > asan.bpf.c >
  *   buddy.bpf.c > heap.bpf.c > the data structures > programs.
  * The sanitizer never calls an allocator: a block it holds back (the quarantine) goes
- * back through asan_hook_quarantine() and arena_quarantine_flush(), which the heap runs.
+ * back through asan_hook_park() and arena_quarantine_flush(), which the heap runs.
  */
 #ifndef __LIBARENA_ALLOC_INTERNAL_H
 #define __LIBARENA_ALLOC_INTERNAL_H
@@ -145,13 +145,15 @@ static __always_inline void arena_clear_bit(u64 __arena *words, u32 bit)
 
 /* A block of slot bytes at addr handed out for size bytes: those valid, the rest not. */
 int asan_hook_alloc(u64 addr, u64 size, u64 slot);
+
 /* A block of slot bytes at addr freed: its size kept for reports, the block poisoned. */
 int asan_hook_free(u64 addr, u64 slot);
 /*
- * Hand a freed, poisoned block to the quarantine: the block that leaves it (to be freed
- * now), or 0. Without the sanitizer, the block itself.
+ * The same, then the block parked in the quarantine, in one call: the block to free
+ * now (the one that leaves the quarantine, or addr itself when it is off), or 0.
+ * Without the sanitizer, addr.
  */
-u64 asan_hook_quarantine(u64 addr, u64 slot);
+u64 asan_hook_park(u64 addr, u64 slot);
 /* Take quarantine slot i (0 .. ASAN_QUARANTINE_MAX - 1): its block, or 0. */
 u64 asan_hook_quarantine_take(u32 i);
 /* Free reports, for asan_hook_bad_free(); depth is the caller's frame. */
@@ -182,9 +184,9 @@ static __always_inline void asan_hook_map(u64 addr, u64 size, s8 fill)
 }
 
 /* Sleepable: the shadow of the arena's first pages (its globals), once. */
-static __always_inline void asan_hook_map_low(void)
+static __always_inline int asan_hook_map_low(u64 pages)
 {
-	asan_map_low(0);
+	return asan_map_low(pages);
 }
 
 /* Set the shadow of size bytes at addr (8-byte aligned) to code (0: valid). */
@@ -199,14 +201,7 @@ static __always_inline void asan_hook_poison(u64 addr, u64 size, s8 code)
  */
 static __always_inline void asan_hook_poison_inline(u64 addr, u64 size, s8 code)
 {
-	u64 sp = (u64)asan__shadow(addr);
-	u64 word = (u8)code, i;
-
-	word |= word << 8;
-	word |= word << 16;
-	word |= word << 32;
-	for (i = zero; i < size / 64 && can_loop; i++)
-		*(u64 __arena *)(sp + i * 8) = word;
+	asan__fill_words((u64)asan__shadow(addr), size / 64, asan__word(code));
 }
 
 /* An access of size bytes at addr that the compiler did not check (a copy, a fill). */
@@ -220,13 +215,13 @@ static __always_inline void asan_hook_check(u64 addr, u64 size, int write)
 
 static __always_inline int asan_hook_alloc(u64 addr, u64 size, u64 slot) { return 0; }
 static __always_inline int asan_hook_free(u64 addr, u64 slot) { return 0; }
-static __always_inline u64 asan_hook_quarantine(u64 addr, u64 slot) { return addr; }
+static __always_inline u64 asan_hook_park(u64 addr, u64 slot) { return addr; }
 static __always_inline u64 asan_hook_quarantine_take(u32 i) { return 0; }
 static __always_inline void asan_hook_bad_free(u64 addr, int kind) { }
 static __always_inline int asan_hook_quarantined(void) { return 0; }
 static __always_inline bool asan_hook_freed(u64 addr) { return false; }
 static __always_inline void asan_hook_map(u64 addr, u64 size, s8 fill) { }
-static __always_inline void asan_hook_map_low(void) { }
+static __always_inline int asan_hook_map_low(u64 pages) { return 0; }
 static __always_inline void asan_hook_poison(u64 addr, u64 size, s8 code) { }
 static __always_inline void asan_hook_poison_inline(u64 addr, u64 size, s8 code) { }
 static __always_inline void asan_hook_check(u64 addr, u64 size, int write) { }

@@ -355,7 +355,7 @@ __weak int asan_hook_alloc(u64 addr, u64 size, u64 slot)
  * A block of slot bytes at addr freed: its requested size noted for later reports, the
  * block poisoned. Already poisoned as freed: nothing to do (the free check reports).
  */
-__weak int asan_hook_free(u64 addr, u64 slot)
+static __always_inline int free_poison(u64 addr, u64 slot)
 {
 	u32 size, i;
 
@@ -369,16 +369,23 @@ __weak int asan_hook_free(u64 addr, u64 slot)
 	return asan__poison(addr, slot, ASAN_FREED);
 }
 
+__weak int asan_hook_free(u64 addr, u64 slot)
+{
+	return free_poison(addr, slot);
+}
+
 /*
- * Park a freed block of size bytes; returns the block that leaves the quarantine (to be
- * freed now), or 0. Large blocks have a few slots of their own at the end, so that the
- * chunks non-sleepable callers depend on do not all sit in the quarantine.
+ * Poison a freed block of size bytes and park it; returns the block that leaves the
+ * quarantine (to be freed now), or 0. Large blocks have a few slots of their own at the
+ * end, so that the chunks non-sleepable callers depend on do not all sit in the
+ * quarantine.
  */
-__weak u64 asan_hook_quarantine(u64 addr, u64 size)
+__weak u64 asan_hook_park(u64 addr, u64 size)
 {
 	struct asan_state __arena *st = &asan_state;
 	u32 len = READ_ONCE(st->quarantine_len), i;
 
+	free_poison(addr, size);
 	if (!len || len > ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE)
 		return addr;
 	if (size > HEAP_MEDIUM_MAX)

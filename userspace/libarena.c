@@ -237,12 +237,20 @@ int libarena_heap_refill(struct bpf_object *obj, const struct arena_heap_refill_
 	struct arena_heap_refill_args args = {};
 	struct bpf_program *prog;
 	int err, ret, n;
+	u64 pages;
 
 	prog = bpf_object__find_program_by_name(obj, "arena_heap_refill");
 	if (!prog)
 		return -ENOENT;
 	if (cfg)
 		args = *cfg;
+	/*
+	 * For the sanitizer build: the shadow of every global mapped, not only the first
+	 * pages. An object whose BTF does not say keeps the default.
+	 */
+	if (!args.globals_pages &&
+	    !libarena_get_globals_pages(bpf_program__fd(prog), 0, &pages))
+		args.globals_pages = pages;
 	if (!args.nr_cpus) {
 		n = libbpf_num_possible_cpus();
 		if (n < 0)

@@ -81,7 +81,8 @@ _Static_assert(HEAP_DESC_END - HEAP_DESC_START == HEAP_NR_SPANS * sizeof(struct 
  *   RESERVE  on h->reserve[kind] or h->reserve_in[kind], or in transit in a walk
  *   ACTIVE   owner = heap id + 1 and exactly one of: h->current[cls]; h->partial[cls]
  *            (listed 1); parked full (remote == HEAP_REMOTE_FULL); h->revived
- *   RELEASE  on the pool (g->release); bump: ms clock, due purge_delay after it
+ *   RELEASE  on the pool (g->release); bump: ms clock, due purge_delay after it;
+ *            capacity 0
  * magic == HEAP_SPAN_MAGIC from span_new to arena_heap_span_unmap; owner and listed
  * are 0 outside ACTIVE. Edges:
  *   FREE -> RESERVE     span_new (maint, from reserve_map): claim the bit (cmpxchg), map

@@ -172,18 +172,50 @@ static __always_inline s8 __arena *asan__shadow(u64 addr)
 			      ((u32)addr >> ASAN_SHADOW_SHIFT));
 }
 
-/* Write n shadow bytes from sp: bytes to an 8-byte boundary, then words, then bytes. */
-static __always_inline void asan__fill(u64 sp, u64 n, s8 val)
+/* The same byte eight times, for a shadow word. */
+static __always_inline u64 asan__word(s8 val)
 {
-	u64 word = (u8)val, end = sp + n, i;
+	u64 word = (u8)val;
 
 	word |= word << 8;
 	word |= word << 16;
-	word |= word << 32;
+	return word | word << 32;
+}
+
+/*
+ * Write words 8-byte words from sp: eight to a round, as a loop round costs more than
+ * its store (a 4 KiB block's shadow is 64 words).
+ */
+static __always_inline void asan__fill_words(u64 sp, u64 words, u64 word)
+{
+	u64 i;
+
+	for (i = zero; i + 8 <= words && can_loop; i += 8) {
+		barrier_var(i);		/* as in asan__valid_bytes() */
+		((u64 __arena *)sp)[i] = word;
+		((u64 __arena *)sp)[i + 1] = word;
+		((u64 __arena *)sp)[i + 2] = word;
+		((u64 __arena *)sp)[i + 3] = word;
+		((u64 __arena *)sp)[i + 4] = word;
+		((u64 __arena *)sp)[i + 5] = word;
+		((u64 __arena *)sp)[i + 6] = word;
+		((u64 __arena *)sp)[i + 7] = word;
+	}
+	for (; i < words && can_loop; i++)
+		((u64 __arena *)sp)[i] = word;
+}
+
+/* Write n shadow bytes from sp: bytes to an 8-byte boundary, then words, then bytes. */
+static __always_inline void asan__fill(u64 sp, u64 n, s8 val)
+{
+	u64 end = sp + n, i;
+
 	for (i = zero; sp < end && (sp & 7) && i < 8 && can_loop; i++, sp++)
 		*(s8 __arena *)sp = val;
-	for (i = zero; sp + 8 <= end && can_loop; i++, sp += 8)
-		*(u64 __arena *)sp = word;
+	if (sp + 8 <= end) {
+		asan__fill_words(sp, (end - sp) / 8, asan__word(val));
+		sp += (end - sp) & ~7ull;
+	}
 	for (i = zero; sp < end && i < 8 && can_loop; i++, sp++)
 		*(s8 __arena *)sp = val;
 }
@@ -206,13 +238,24 @@ static __always_inline int asan__unpoison(u64 a, u64 size)
 	return 0;
 }
 
-/* Requested size of the block at start: its valid bytes, up to slot. */
+/*
+ * Requested size of the block at start: its valid bytes, up to slot. A shadow word at
+ * a time while all eight granules are valid (a 4 KiB buddy block has no room for its
+ * size word: 64 rounds instead of 512), then granule by granule.
+ */
 static __always_inline u32 asan__valid_bytes(u64 start, u32 slot)
 {
 	u32 n;
 	s8 s;
 
-	for (n = zero; n < slot && can_loop; n += ASAN_SHADOW_SCALE) {
+	for (n = zero; n + 8 * ASAN_SHADOW_SCALE <= slot && can_loop;
+	     n += 8 * ASAN_SHADOW_SCALE) {
+		/* One variable: a constant-step twin is new to the verifier each round. */
+		barrier_var(n);
+		if (*(u64 __arena *)asan__shadow(start + n))
+			break;
+	}
+	for (; n < slot && can_loop; n += ASAN_SHADOW_SCALE) {
 		s = *asan__shadow(start + n);
 		if (s < 0)
 			break;

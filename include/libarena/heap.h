@@ -104,7 +104,12 @@ struct arena_heap_refill_args {
 	u32 reserve_large;	/* in: spare 512 KiB chunks for large sizes, 0: default 1 */
 	u32 purge_delay_ms;	/* in: see HEAP_PURGE_DELAY_MS, 0 for the default */
 	u32 reserve_rest;	/* in: see HEAP_RESERVE_REST, 0 keeps the default */
-	u32 pad;
+	/*
+	 * in: pages of the program's arena globals, whose shadow the sanitizer build maps
+	 * (a checked access through an unmapped shadow page costs a page fault); 0:
+	 * ASAN_LOW_PAGES. libarena_heap_refill() counts them.
+	 */
+	u32 globals_pages;
 	u64 spans_mapped;	/* out: spans the allocator holds */
 	u64 pages_mapped;	/* out */
 };
@@ -213,8 +218,7 @@ static __always_inline int arena_free_call(void __arena *ptr)
  */
 static __always_inline void __arena *arena_malloc(size_t size)
 {
-	struct arena_heap __arena *h;
-	u64 addr = 0, i;
+	u64 addr, i;
 	u32 cls;
 
 	if (size - 1 < 128) {
@@ -228,68 +232,24 @@ static __always_inline void __arena *arena_malloc(size_t size)
 	} else {
 		return (void __arena *)arena_malloc_addr(size);
 	}
-	arena_subprog_init();
-	bpf_preempt_disable();
-	h = __heap_enter_cpu(bpf_get_smp_processor_id());
-	if (h) {
-		addr = __heap_pop(h, cls);
-		__heap_leave(h);
-	}
-	bpf_preempt_enable();
+	addr = __heap_malloc_fast(cls);
 	if (!addr)
 		addr = arena_malloc_small_addr(size);
 	return (void __arena *)addr;
 }
 
-/*
- * The span's owner is checked with the heap held: owner != 0 only while the span is
- * active, and only the owner moves its local list, bump and used, so the other checks
- * read settled values. Everything the fast path does not take (the tests below, each
- * nonzero when it fails) goes to the library, which checks again and says why.
- */
+/* A heap-window object onto its span's local list (__heap_free_fast), else the library. */
 static __always_inline int arena_free(void __arena *ptr)
 {
-	u64 obj = (u64)ptr, hi = obj >> 32, rel, idx, used, bump, tag, listed, bad;
-	struct arena_heap_span __arena *sp;
-	struct arena_heap __arena *h;
-	bool done = false;
-	u32 s, cpu;
+	u64 obj = (u64)ptr, hi = obj >> 32;
+	u32 s;
 
 	s = ((u32)obj - HEAP_WINDOW_START) >> HEAP_SPAN_SHIFT;
 	barrier_var(hi);
 	/* NULL, the large sizes, foreign pointers: not in the heap window. */
 	if ((hi ^ (ARENA_USER_BASE >> 32)) | (s & ~(HEAP_NR_SPANS - 1)))
 		return arena_free_slow(ptr);
-	sp = __heap_span(s);
-	arena_subprog_init();
-	bpf_preempt_disable();
-	cpu = bpf_get_smp_processor_id();
-	h = __heap_enter_cpu(cpu);
-	if (h) {
-		rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
-		idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;	/* < 2^14 */
-		used = sp->used;
-		bump = sp->bump;
-		tag = ((u32 __arena *)obj)[2] ^ HEAP_FREE_TAG ^ (u32)obj;	/* 0: free */
-		listed = sp->listed & 1;
-		barrier_var(used);
-		barrier_var(bump);
-		barrier_var(tag);
-		bad = (sp->owner ^ (cpu * HEAP_LEVELS + 1)) |	/* not ours, or not active */
-		      ((idx * sp->size) ^ rel) |		/* not where an object starts */
-		      ((bump - 1 - idx) >> 63) |		/* never handed out */
-		      ((tag - 1) >> 63) |			/* already free */
-		      (READ_ONCE(sp->remote) >> 63) |		/* parked full */
-		      ((used - 1) >> 63) |			/* nothing out: damaged */
-		      ((((used ^ 1) - 1) >> 63) & listed);	/* the last of a listed span */
-		if (!bad) {
-			__heap_push(h, sp, obj, used);
-			done = true;
-		}
-		__heap_leave(h);
-	}
-	bpf_preempt_enable();
-	return done ? 0 : arena_free_slow(ptr);
+	return __heap_free_fast(obj, s) ? 0 : arena_free_slow(ptr);
 }
 #else
 static __always_inline void __arena *arena_malloc(size_t size)

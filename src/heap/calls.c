@@ -86,6 +86,12 @@ static __always_inline u64 malloc_small(u64 size, u64 asz)
 	u32 cls;
 
 	cls = __heap_class(asz);
+	/* The sanitizer build's programs do not inline the fast path: it runs here. */
+	addr = ASAN_ENABLED ? __heap_malloc_fast(cls) : 0;
+	if (addr) {
+		asan_hook_alloc(addr, size, class_size(cls));
+		return addr;
+	}
 	h = heap_claim();
 	if (h) {
 		addr = heap_alloc(h, cls);
@@ -270,9 +276,9 @@ __weak int arena_free_slow(void __arena *ptr __arg_arena)
 		asan_hook_bad_free(obj, kind);
 		return -EINVAL;
 	}
-	asan_hook_free(obj, slot);
-	obj = asan_hook_quarantine(obj, slot);
-	if (obj)
+	/* Poisoned and parked; the block that leaves the quarantine is freed for real. */
+	obj = asan_hook_park(obj, slot);
+	if (obj && !(in_heap_window(obj) && __heap_free_fast(obj, span_of(obj))))
 		heap_free((void __arena *)obj);
 	return 0;
 }

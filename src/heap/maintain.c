@@ -191,6 +191,7 @@ static __always_inline u32 reserve_shed(struct arena_heap __arena *h, u32 kind,
 		} else {
 			sp->state = HEAP_SPAN_RELEASE;
 			sp->bump = now - READ_ONCE(g->purge_delay);	/* waited already */
+			sp->capacity = 0;	/* bump is a time now: see shadow_dirty() */
 			chain_append(&shed, s);
 		}
 		s = next;

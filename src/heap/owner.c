@@ -223,14 +223,33 @@ static __always_inline u32 reserve_pop(struct arena_heap __arena *h, u32 kind)
 	return s;
 }
 
+/*
+ * Bytes at the start of a span from the heap's reserve that its former class handed
+ * out (and freed): its objects below bump, in whole shadow words (64 bytes each). A
+ * span fresh from the kernel (size 0) has none; one that went through the pool
+ * (capacity 0: bump held a time there) counts as wholly used.
+ */
+static __always_inline u32 shadow_dirty(struct arena_heap_span __arena *sp)
+{
+	u64 n = (u64)sp->bump * sp->size;
+
+	if (!sp->size)
+		return 0;
+	if (!sp->capacity || n >= HEAP_SPAN_SIZE)
+		return HEAP_SPAN_SIZE;
+	return (n + 63) & ~63ull;
+}
+
 /* A fresh span for a class, from the heap's reserve: its index + 1, 0 when empty. */
 static __always_inline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
-	u32 kind = cls >= HEAP_NR_SMALL, s;
+	u32 kind = cls >= HEAP_NR_SMALL, s, dirty;
 	struct arena_heap_span __arena *sp;
 
 	s = reserve_pop(h, kind);
+	/* From the reserve: its former class handed out no object past bump. */
+	dirty = s ? shadow_dirty(__heap_span(s - 1)) : HEAP_SPAN_SIZE;
 	if (!s)
 		s = pool_pop(h, kind);
 	if (!s) {
@@ -248,8 +267,11 @@ static __always_inline u32 take_reserve(struct arena_heap __arena *h, u32 cls)
 	}
 	if (reserve_count(h, kind) * 2 < heap_target(h, kind))
 		WRITE_ONCE(g->want, 1);
-	/* Whatever a former class left in the shadow: none of it is allocated now. */
-	asan_hook_poison_inline(span_addr(s - 1), HEAP_SPAN_SIZE, ASAN_UNALLOCATED);
+	/*
+	 * Whatever a former class left in the shadow (its objects' freed marks): none of
+	 * it is allocated now. Past those objects the shadow says so already.
+	 */
+	asan_hook_poison_inline(span_addr(s - 1), dirty, ASAN_UNALLOCATED);
 	sp->cls = cls;
 	sp->bump = 0;
 	sp->size = class_size(cls);

@@ -211,6 +211,7 @@ static __always_inline void pool_add(struct arena_heap __arena *h, u32 s,
 
 	sp->state = HEAP_SPAN_RELEASE;
 	sp->bump = now;
+	sp->capacity = 0;	/* bump is a time now: see shadow_dirty() */
 	if (stack_push(&g->release, &sp->link, s + 1)) {
 		h->stats.spans_released++;
 		due_at(now + READ_ONCE(g->purge_delay));

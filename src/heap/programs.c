@@ -121,7 +121,9 @@ __weak int arena_heap_refill(struct arena_heap_refill_args *args)
 		g->reserve_rest = args->reserve_rest;
 	/* A refill asks for the targets: no heap counts as quiet from here. */
 	g->woken = now_ms() | 1;
-	asan_hook_map_low();
+	if (asan_hook_map_low(args->globals_pages))
+		arena_stderr("%s: %u pages of globals: more than the sanitizer can shadow",
+			     __func__, args->globals_pages);
 	err = arena_heap_maintain();
 	args->spans_mapped = g->spans_mapped;
 	args->pages_mapped = g->pages_mapped;

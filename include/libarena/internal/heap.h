@@ -237,4 +237,75 @@ static __always_inline void __heap_push(struct arena_heap __arena *h,
 	h->stats.frees++;
 }
 
+/* BPF, and the library compiled natively for the host tests (its shim has the kfuncs). */
+#if defined(__BPF__) || defined(__LIBARENA_HOST_SHIM_H)
+/*
+ * The fast paths that arena_malloc() and arena_free() inline in the plain build (and the
+ * sanitizer build's library calls run first): the CPU's level-0 heap, preemption off.
+ * An object of class cls from its current span, or 0.
+ */
+static __always_inline u64 __heap_malloc_fast(u32 cls)
+{
+	struct arena_heap __arena *h;
+	u64 addr = 0;
+
+	arena_subprog_init();
+	bpf_preempt_disable();
+	h = __heap_enter_cpu(bpf_get_smp_processor_id());
+	if (h) {
+		addr = __heap_pop(h, cls);
+		__heap_leave(h);
+	}
+	bpf_preempt_enable();
+	return addr;
+}
+
+/*
+ * Free obj, in span s of the heap window, onto its span's local list: true when done.
+ * The span's owner is checked with the heap held: owner != 0 only while the span is
+ * active, and only the owner moves its local list, bump and used, so the other checks
+ * read settled values. Everything this does not take (the tests below, each nonzero
+ * when it fails) goes to the library, which checks again and says why.
+ */
+static __always_inline bool __heap_free_fast(u64 obj, u32 s)
+{
+	u64 rel, idx, used, bump, tag, listed, bad;
+	struct arena_heap_span __arena *sp;
+	struct arena_heap __arena *h;
+	bool done = false;
+	u32 cpu;
+
+	sp = __heap_span(s);
+	arena_subprog_init();
+	bpf_preempt_disable();
+	cpu = bpf_get_smp_processor_id();
+	h = __heap_enter_cpu(cpu);
+	if (h) {
+		rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
+		idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;	/* < 2^14 */
+		used = sp->used;
+		bump = sp->bump;
+		tag = ((u32 __arena *)obj)[2] ^ HEAP_FREE_TAG ^ (u32)obj;	/* 0: free */
+		listed = sp->listed & 1;
+		barrier_var(used);
+		barrier_var(bump);
+		barrier_var(tag);
+		bad = (sp->owner ^ (cpu * HEAP_LEVELS + 1)) |	/* not ours, or not active */
+		      ((idx * sp->size) ^ rel) |		/* not where an object starts */
+		      ((bump - 1 - idx) >> 63) |		/* never handed out */
+		      ((tag - 1) >> 63) |			/* already free */
+		      (READ_ONCE(sp->remote) >> 63) |		/* parked full */
+		      ((used - 1) >> 63) |			/* nothing out: damaged */
+		      ((((used ^ 1) - 1) >> 63) & listed);	/* the last of a listed span */
+		if (!bad) {
+			__heap_push(h, sp, obj, used);
+			done = true;
+		}
+		__heap_leave(h);
+	}
+	bpf_preempt_enable();
+	return done;
+}
+#endif
+
 #endif /* __LIBARENA_INTERNAL_HEAP_H */
