@@ -547,6 +547,28 @@ static int at_rest(struct arena_heap_global *g, struct bench_args *a)
 	return err;
 }
 
+/*
+ * The sanitizer build: started as a user starts it, with its quarantine as
+ * BENCH_QUARANTINE says (blocks, or "off"; unset: the default), so that scripts/asan-bench
+ * can tell the quarantine's share of the cost.
+ */
+static int start_sanitizer(struct bpf_object *o)
+{
+	const char *q = getenv("BENCH_QUARANTINE");
+	struct asan_init_args args = {};
+
+	if (!bpf_object__find_program_by_name(o, "asan_init"))
+		return 0;
+	if (q)
+		args.quarantine = strcmp(q, "off") ? (u32)atoi(q) : ~0u;
+	if (!libarena_asan_start(o, &args)) {
+		perror("bench: libarena_asan_start");
+		return 1;
+	}
+	printf("sanitizer started, quarantine %s\n", q ? q : "at its default");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct result res[2][2][NR_SIZES][NR_ALLOCS], ref[2][NR_REFS];
@@ -575,6 +597,8 @@ int main(int argc, char **argv)
 	}
 	run_prog = bpf_object__find_program_by_name(obj, "bench_run");
 	ref_prog = bpf_object__find_program_by_name(obj, "bench_ref");
+	if (start_sanitizer(obj))
+		return 1;
 	/* Reserves big enough for a batch of 256 x 4 KiB on every CPU: 16 spans each. */
 	if (libarena_heap_refill(obj, &cfg)) {
 		fprintf(stderr, "bench: arena_heap_refill failed\n");
