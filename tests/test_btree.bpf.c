@@ -616,3 +616,175 @@ int btree_xdp_check(void *ctx)
 	xdp_tree = NULL;
 	return ret;
 }
+
+/*
+ * One tree shared by every CPU, serialised by an owner word, as docs/btree.md shows (6.12
+ * refuses a bt_* call under arena_spin_lock, which disables preemption). Each thread
+ * inserts its own keys and removes every other one, and inserts and removes shared keys,
+ * counting what each call says it did; a counter of threads inside checks the exclusion.
+ * __fini checks the totals exactly, every key, and the tree's integrity.
+ */
+#define SHARE_THREADS	4
+#define SHARE_OWN	400
+#define SHARE_KEYS	64
+#define SHARE_OWN_BASE	(1ull << 40)
+#define SHARE_KEY_BASE	(1ull << 50)
+
+struct btree __arena *share_tree;
+u64 __arena_global share_owner, share_inside;
+u64 __arena_global share_added[SHARE_THREADS], share_removed[SHARE_THREADS];
+u64 __arena_global share_errors[SHARE_THREADS], share_gave_up[SHARE_THREADS];
+u64 __arena_global share_shared, share_wrong;
+
+/* Take the tree for thread me: 0, or -ETIMEDOUT after ARENA_TEST_RETRY_NS (a stall). */
+static __noinline int share_take(u32 me)
+{
+	u64 end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
+
+	while (can_loop) {
+		if (!READ_ONCE(share_owner) && !cmpxchg(&share_owner, 0, me + 1)) {
+			/* Alone inside, or the owner word does not exclude. */
+			return atomic_fetch_add(&share_inside, 1) ? -EUCLEAN : 0;
+		}
+		if (bpf_ktime_get_ns() > end)
+			break;
+	}
+	return -ETIMEDOUT;
+}
+
+static __always_inline void share_release(void)
+{
+	atomic_add(&share_inside, -1);
+	smp_store_release(&share_owner, 0);
+}
+
+SEC("syscall")
+int parallel_test_btree_shared__init(struct arena_test_ctx *ctx)
+{
+	u32 t;
+
+	share_tree = bt_create();
+	ARENA_ASSERT(share_tree);
+	share_owner = share_inside = 0;
+	for (t = zero; t < SHARE_THREADS && can_loop; t++)
+		share_added[t] = share_removed[t] = share_errors[t] = share_gave_up[t] = 0;
+	return 0;
+}
+
+/* One call on the shared tree, taken and released around it: its result, counted. */
+static __noinline int share_one(u32 me, u64 i, u64 *x)
+{
+	struct btree __arena *bt = share_tree;
+	u64 k = SHARE_KEY_BASE + arena_test_rand(x) % SHARE_KEYS;
+	int err, ret;
+
+	err = share_take(me);
+	if (err == -ETIMEDOUT) {
+		share_gave_up[me % SHARE_THREADS]++;	/* counted: it did nothing */
+		return 0;
+	}
+	if (err) {
+		share_release();
+		return err;
+	}
+	if (bt_insert(bt, SHARE_OWN_BASE + (u64)me * SHARE_OWN + i, i, false))
+		share_errors[me % SHARE_THREADS]++;
+	if (i & 1) {
+		ret = bt_insert(bt, k, me, false);
+		if (!ret)
+			share_added[me % SHARE_THREADS]++;
+		else if (ret != -EALREADY)
+			share_errors[me % SHARE_THREADS]++;
+	} else {
+		ret = bt_remove(bt, k);
+		if (!ret)
+			share_removed[me % SHARE_THREADS]++;
+		else if (ret != -ENOENT)
+			share_errors[me % SHARE_THREADS]++;
+	}
+	share_release();
+	return 0;
+}
+
+static __noinline int share_thread(u32 me)
+{
+	u64 x = me + 1, i;
+	int err;
+
+	if (me >= SHARE_THREADS)
+		return -EINVAL;
+	for (i = zero; i < SHARE_OWN && can_loop; i++) {
+		err = share_one(me, i, &x);
+		if (err)
+			return err;
+	}
+	/* Every other key of ours out again. */
+	for (i = 1; i < SHARE_OWN && can_loop; i += 2) {
+		err = share_take(me);
+		if (err == -ETIMEDOUT) {
+			share_gave_up[me]++;
+			continue;
+		}
+		if (!err && bt_remove(share_tree, SHARE_OWN_BASE + (u64)me * SHARE_OWN + i))
+			share_errors[me]++;
+		share_release();
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+SEC("syscall")
+int parallel_test_btree_shared__0(struct arena_test_ctx *ctx) { return share_thread(0); }
+SEC("syscall")
+int parallel_test_btree_shared__1(struct arena_test_ctx *ctx) { return share_thread(1); }
+SEC("syscall")
+int parallel_test_btree_shared__2(struct arena_test_ctx *ctx) { return share_thread(2); }
+SEC("syscall")
+int parallel_test_btree_shared__3(struct arena_test_ctx *ctx) { return share_thread(3); }
+
+/* Own key n (thread n / SHARE_OWN's i-th): 1 when it is not as it should be. */
+__weak int share_key_wrong(u64 n)
+{
+	u64 i = n % SHARE_OWN, v = ~0ull;
+	int ret;
+
+	ret = bt_find(share_tree, SHARE_OWN_BASE + n, &v);
+	if (i & 1)
+		return ret != -ENOENT;	/* removed again */
+	return ret || v != i;
+}
+
+SEC("syscall")
+int parallel_test_btree_shared__fini(struct arena_test_ctx *ctx)
+{
+	struct btree __arena *bt = share_tree;
+	u64 added = 0, removed = 0, t, i;
+	int ret;
+
+	for (t = zero; t < SHARE_THREADS && can_loop; t++) {
+		ARENA_ASSERT_EQ(share_errors[t], 0);
+		ARENA_ASSERT_EQ(share_gave_up[t], 0);
+		added += share_added[t];
+		removed += share_removed[t];
+	}
+	ARENA_ASSERT_EQ(share_owner, 0);
+	ARENA_ASSERT_EQ(share_inside, 0);
+	ARENA_ASSERT_EQ(bt_integrity_check(bt), 0);
+	/* Every insert and remove the calls reported, and nothing else, happened. */
+	/* Counted in the arena, where the verifier tracks no value: its walk settles. */
+	share_shared = share_wrong = 0;
+	for (i = zero; i < SHARE_KEYS && can_loop; i++)
+		share_shared += !bt_find(bt, SHARE_KEY_BASE + i, NULL);
+	ARENA_ASSERT_EQ(added - removed, share_shared);
+	for (i = zero; i < SHARE_THREADS * SHARE_OWN && can_loop; i++)
+		share_wrong += share_key_wrong(i);
+	ARENA_ASSERT_EQ(share_wrong, 0);
+	ARENA_ASSERT_EQ(bt_count(bt), SHARE_THREADS * SHARE_OWN / 2 + share_shared);
+	ret = bt_destroy(bt);
+	for (i = zero; ret == -EAGAIN && i < 64 && can_loop; i++)
+		ret = bt_destroy(bt);
+	ARENA_ASSERT_EQ(ret, 0);
+	share_tree = NULL;
+	return 0;
+}
