@@ -655,6 +655,7 @@ static __noinline int share_take(u32 me)
 static __always_inline void share_release(void)
 {
 	atomic_add(&share_inside, -1);
+	/* The tree's writes before the word: the next owner's cmpxchg sees them done. */
 	smp_store_release(&share_owner, 0);
 }
 
