@@ -47,6 +47,7 @@ static __always_inline void chain_append(struct pool_chain *c, u32 s);
 static __always_inline void chain_to_pool(struct pool_chain *c);
 static __always_inline void pool_hold(void);
 static __always_inline void pool_unhold(void);
+static __always_inline void span_mark_released(struct arena_heap_span __arena *sp, u32 when);
 static __always_inline u64 pool_grab(void);
 static __always_inline u32 pool_take(struct arena_heap __arena *h, u32 kind, u32 n);
 static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind);

@@ -189,9 +189,8 @@ static __always_inline u32 reserve_shed(struct arena_heap __arena *h, u32 kind,
 				keep_last = s;
 			kept++;
 		} else {
-			sp->state = HEAP_SPAN_RELEASE;
-			sp->bump = now - READ_ONCE(g->purge_delay);	/* waited already */
-			sp->capacity = 0;	/* bump is a time now: see shadow_dirty() */
+			/* Waited already: due at once. */
+			span_mark_released(sp, now - READ_ONCE(g->purge_delay));
 			chain_append(&shed, s);
 		}
 		s = next;

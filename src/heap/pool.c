@@ -202,6 +202,17 @@ static __always_inline u32 pool_pop(struct arena_heap __arena *h, u32 kind)
 	return found;
 }
 
+/*
+ * Span sp bound for the pool, waiting there since when (ms clock): bump holds that time
+ * from now on, and capacity 0 says so to shadow_dirty().
+ */
+static __always_inline void span_mark_released(struct arena_heap_span __arena *sp, u32 when)
+{
+	sp->state = HEAP_SPAN_RELEASE;
+	sp->bump = when;
+	sp->capacity = 0;
+}
+
 /* A spare span into the pool, due once it has stayed there for the purge delay. */
 static __always_inline void pool_add(struct arena_heap __arena *h, u32 s,
 				     struct arena_heap_span __arena *sp)
@@ -209,9 +220,7 @@ static __always_inline void pool_add(struct arena_heap __arena *h, u32 s,
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	u32 now = now_ms();
 
-	sp->state = HEAP_SPAN_RELEASE;
-	sp->bump = now;
-	sp->capacity = 0;	/* bump is a time now: see shadow_dirty() */
+	span_mark_released(sp, now);
 	if (stack_push(&g->release, &sp->link, s + 1)) {
 		h->stats.spans_released++;
 		due_at(now + READ_ONCE(g->purge_delay));
