@@ -116,6 +116,8 @@ host-test: deps
 	@$(MAKE) --no-print-directory -s -f tests/host/host.mk OUTPUT=$(BUILD)/host run
 
 vm-test: lib
+	@KERNEL=$(KERNEL) CLANG=$(CLANG) tests/outside/build.sh $(OUT)/outside
+	@KERNEL=$(KERNEL) CLANG=$(CLANG) tests/link/build.sh $(OUT)/link
 	@$(VM) -- tests/vm-suite.sh $(OUT)
 
 test: deps

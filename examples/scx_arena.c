@@ -662,14 +662,19 @@ static pid_t start_simple(const char *bin)
 	if (!pid) {
 		int null = open("/dev/null", O_WRONLY);
 
+		/* Its statistics go, its errors stay: they say why it did not start. */
 		dup2(null, 1);
-		dup2(null, 2);
 		execl(bin, bin, (char *)NULL);
 		_exit(127);
 	}
 	if (wait_state("enabled") || strcmp(read_line(SCX_OPS, ops, sizeof(ops)), "simple")) {
+		int status = 0;
+
 		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		waitpid(pid, &status, 0);
+		if (WIFEXITED(status))
+			fprintf(stderr, "scx_arena: scx_simple exited with %d before it was on\n",
+				WEXITSTATUS(status));
 		return -EIO;
 	}
 	return pid;
@@ -696,7 +701,8 @@ static int demo(const char *path, const char *simple)
 		waitpid(pid, NULL, 0);
 		wait_state("disabled");
 	} else {
-		printf("scx_arena: no scx_simple at %s (%s): its column is empty\n", simple,
+		printf("scx_arena: no scx_simple at %s (%s): its column is empty; "
+		       "make lib builds it from the tree's tools/sched_ext\n", simple,
 		       strerror((int)-pid));
 	}
 	if (sched_load(&s, path) || sched_attach(&s)) {

@@ -6,10 +6,12 @@
 #include <libarena/heap.h>
 
 /*
- * No license section here or anywhere in the library: the program that links the
- * library names its own ("GPL", "Dual BSD/GPL", ...), and bpftool refuses two
- * different ones in one link. The kernel then checks it against the GPL-only kfuncs.
+ * The library's licence, as upstream's libarena gives it: a program that names none
+ * loads as GPL-compatible, which the arena kfuncs require. A program may name its own
+ * GPL-compatible licence too: the tree's linker merges such sections (an unpatched 6.12
+ * bpftool takes only "GPL" or none).
  */
+char _license[] SEC("license") = "GPL";
 
 SEC("syscall")
 __weak int arena_get_info(struct arena_get_info_args *args)

@@ -6,7 +6,8 @@
 # the packaged tree; stock: Debian's linux-image package) and the compiler of the BPF
 # code, for example patched-clang-22 or stock-clang-19.
 #
-#   1. host-native tests (sanitizers) and the layers' include rules, once, seconds;
+#   1. host-native tests (sanitizers), the layers' include rules and the README's first
+#      program against its files, once, seconds;
 #      the patch series: checkpatch on each patch and the tree built after each
 #      (make check-series), once, with the first cell's compiler and kernel
 #   2. for each cell:
@@ -14,7 +15,8 @@
 #         from it into the cell's build directory (make print-build)
 #      b. the call frames and stack of the library's entry points, no function that uses
 #         can_loop opening with a call in any object the VM loads (scripts/frame-budget),
-#         and an outside project built the way the README tells users to
+#         an outside project built the way the README tells users to, and a program
+#         linked with the library in both orders with every licence line (tests/link)
 #      c. every VM test (tests/vm-suite.sh) in a guest booted on the cell's kernel
 #      d. the deque races (one owner, three thieves) and the sched_ext scheduler again,
 #         in a guest with 4 vCPUs (tests/vm-4cpus.sh)
@@ -92,6 +94,9 @@ host_rc=${PIPESTATUS[0]}
 step "the library's layers (scripts/check-layers)"
 "$root/scripts/check-layers" 2>&1 | tee -a "$work/host"
 [ "${PIPESTATUS[0]}" = 0 ] || host_rc=1
+step "the README's first program is the one built (scripts/check-readme)"
+"$root/scripts/check-readme" 2>&1 | tee -a "$work/host"
+[ "${PIPESTATUS[0]}" = 0 ] || host_rc=1
 record host "$work/host" "$host_rc" $(($(date +%s) - t0))
 
 # The patch series as a maintainer checks it, with the first cell's compiler and kernel
@@ -123,6 +128,11 @@ for cell in "$@"; do
 		step "$cell: outside project"
 		KERNEL=$kernel CLANG=$clang "$root/tests/outside/build.sh" "$build/outside" ||
 			fail_step "$log" "$cell: the outside project's build"
+
+		step "$cell: link orders and licence lines"
+		KERNEL=$kernel CLANG=$clang "$root/tests/link/build.sh" "$build/link" 2>&1 |
+			tee -a "$log"
+		[ "${PIPESTATUS[0]}" = 0 ] || cell_rc=1
 
 		# The rule on can_loop functions' first instruction holds for every object
 		# the VM loads: tests, examples, benchmarks, the outside project.

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * Compatibility suite: the names of upstream's common.h, bitmap.h, rbtree.h and spmc.h
- * and the helper headers they include, used the way upstream programs use them.
+ * and the helper headers they include, used the way upstream programs use them. Like
+ * upstream's rbtree, spmc and bitmap tests it names no licence: the library's "GPL" is
+ * the program's.
  */
 #include <libarena/common.h>
 #include <libarena/bitmap.h>
@@ -140,5 +142,3 @@ __weak int test_upstream_spmc(void)
 	spmc_destroy(q);
 	return ret;
 }
-
-char _license[] SEC("license") = "GPL";

@@ -2,7 +2,7 @@
 /*
  * Compatibility suite: upstream's parallel tests. parallel_test_NAME__enabled returns 0
  * to run the test and -EOPNOTSUPP to skip it; __init runs first, __0 .. __N at once,
- * __fini last.
+ * __fini last. Like upstream's it names no licence: the library's "GPL" is the program's.
  */
 #include <libarena/common.h>
 
@@ -75,5 +75,3 @@ __weak int test_upstream_skipped_never_ran(void)
 {
 	return upstream_skipped_ran ? -EINVAL : 0;
 }
-
-char _license[] SEC("license") = "GPL";

@@ -104,6 +104,14 @@ part "an outside project, built with print-bpf-cflags and linked with libarena.b
 mapfile -t outside < <(objs "$here/outside/*.bpf.c" "$build/outside")
 "$build/runner" "${outside[@]}" || rc=1
 
+part "a program linked in both orders, with every licence line (tests/link)"
+mapfile -t linked < <(ls "$build"/link/link_*.bpf.o 2>/dev/null)
+if [ ${#linked[@]} = 8 ]; then
+	"$build/runner" "${linked[@]}" || rc=1
+else
+	missing "$build/link/link_*.bpf.o (8 objects, ${#linked[@]} found)"
+fi
+
 part "user-space helpers"
 asan_log=$build/asan/tests/test_log.bpf.o
 [ -f "$asan_log" ] || asan_log=

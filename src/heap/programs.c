@@ -70,14 +70,20 @@ static __always_inline int heap_arm(void)
 	t = bpf_map_lookup_elem(&arena_heap_timer, &k);
 	if (!w || !t)
 		return -ENOENT;
+	/*
+	 * The timer first: when the kernel refused the object's BTF (an object linked by
+	 * an unpatched 6.12 bpftool in the wrong order), its maps have no BTF, and the
+	 * verifier then refuses bpf_timer_init() with a message, where 6.12's check of the
+	 * bpf_wq kfuncs dereferences the map's missing record and crashes the kernel.
+	 */
+	err = bpf_timer_init(&t->timer, &arena_heap_timer, CLOCK_MONOTONIC);
+	if (err && err != -EBUSY)
+		return err;
 	err = bpf_wq_init(&w->wq, &arena_heap_wq, 0);
 	if (err && err != -EBUSY)
 		return err;
 	err = bpf_wq_set_callback_impl(&w->wq, heap_wq_cb, 0, NULL);
 	if (err)
-		return err;
-	err = bpf_timer_init(&t->timer, &arena_heap_timer, CLOCK_MONOTONIC);
-	if (err && err != -EBUSY)
 		return err;
 	err = bpf_timer_set_callback(&t->timer, heap_timer_cb);
 	if (err)
