@@ -13,6 +13,7 @@
 #include <libarena/asan.h>
 #include <libarena/btree.h>
 #include <libarena/heap.h>
+#include <libarena/spinlock.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
@@ -618,11 +619,11 @@ int btree_xdp_check(void *ctx)
 }
 
 /*
- * One tree shared by every CPU, serialised by an owner word, as docs/btree.md shows (6.12
- * refuses a bt_* call under arena_spin_lock, which disables preemption). Each thread
- * inserts its own keys and removes every other one, and inserts and removes shared keys,
- * counting what each call says it did; a counter of threads inside checks the exclusion.
- * __fini checks the totals exactly, every key, and the tree's integrity.
+ * One tree shared by every CPU under the owner lock, as docs/btree.md shows (6.12 refuses
+ * a bt_* call under arena_spin_lock, which disables preemption). Each thread inserts its
+ * own keys and removes every other one, and inserts and removes shared keys, counting
+ * what each call says it did; a counter of threads inside checks the exclusion. __fini
+ * checks the totals exactly, every key, and the tree's integrity.
  */
 #define SHARE_THREADS	4
 #define SHARE_OWN	400
@@ -631,32 +632,30 @@ int btree_xdp_check(void *ctx)
 #define SHARE_KEY_BASE	(1ull << 50)
 
 struct btree __arena *share_tree;
-u64 __arena_global share_owner, share_inside;
+arena_owner_t __arena_global share_lock;
+u64 __arena_global share_inside;
 u64 __arena_global share_added[SHARE_THREADS], share_removed[SHARE_THREADS];
 u64 __arena_global share_errors[SHARE_THREADS], share_gave_up[SHARE_THREADS];
 u64 __arena_global share_shared, share_wrong;
 
-/* Take the tree for thread me: 0, or -ETIMEDOUT after ARENA_TEST_RETRY_NS (a stall). */
-static __noinline int share_take(u32 me)
+/*
+ * Take the tree: 0, -EUCLEAN when another thread is inside after all, or the lock's
+ * -ETIMEDOUT (a stall) or -EDEADLK (its holder on this CPU), with nothing held.
+ */
+static __noinline int share_take(void)
 {
-	u64 end = bpf_ktime_get_ns() + ARENA_TEST_RETRY_NS;
+	int err = arena_owner_lock_timeout(&share_lock, ARENA_TEST_RETRY_NS);
 
-	while (can_loop) {
-		if (!READ_ONCE(share_owner) && !cmpxchg(&share_owner, 0, me + 1)) {
-			/* Alone inside, or the owner word does not exclude. */
-			return atomic_fetch_add(&share_inside, 1) ? -EUCLEAN : 0;
-		}
-		if (bpf_ktime_get_ns() > end)
-			break;
-	}
-	return -ETIMEDOUT;
+	if (err)
+		return err;
+	/* Alone inside, or the lock does not exclude. */
+	return atomic_fetch_add(&share_inside, 1) ? -EUCLEAN : 0;
 }
 
 static __always_inline void share_release(void)
 {
 	atomic_add(&share_inside, -1);
-	/* The tree's writes before the word: the next owner's cmpxchg sees them done. */
-	smp_store_release(&share_owner, 0);
+	arena_owner_unlock(&share_lock);
 }
 
 SEC("syscall")
@@ -666,7 +665,8 @@ int parallel_test_btree_shared__init(struct arena_test_ctx *ctx)
 
 	share_tree = bt_create();
 	ARENA_ASSERT(share_tree);
-	share_owner = share_inside = 0;
+	arena_memset(&share_lock, 0, sizeof(share_lock));
+	share_inside = 0;
 	for (t = zero; t < SHARE_THREADS && can_loop; t++)
 		share_added[t] = share_removed[t] = share_errors[t] = share_gave_up[t] = 0;
 	return 0;
@@ -679,8 +679,8 @@ static __noinline int share_one(u32 me, u64 i, u64 *x)
 	u64 k = SHARE_KEY_BASE + arena_test_rand(x) % SHARE_KEYS;
 	int err, ret;
 
-	err = share_take(me);
-	if (err == -ETIMEDOUT) {
+	err = share_take();
+	if (err == -ETIMEDOUT || err == -EDEADLK) {
 		share_gave_up[me % SHARE_THREADS]++;	/* counted: it did nothing */
 		return 0;
 	}
@@ -721,8 +721,8 @@ static __noinline int share_thread(u32 me)
 	}
 	/* Every other key of ours out again. */
 	for (i = 1; i < SHARE_OWN && can_loop; i += 2) {
-		err = share_take(me);
-		if (err == -ETIMEDOUT) {
+		err = share_take();
+		if (err == -ETIMEDOUT || err == -EDEADLK) {
 			share_gave_up[me]++;
 			continue;
 		}
@@ -769,7 +769,8 @@ int parallel_test_btree_shared__fini(struct arena_test_ctx *ctx)
 		added += share_added[t];
 		removed += share_removed[t];
 	}
-	ARENA_ASSERT_EQ(share_owner, 0);
+	ARENA_ASSERT(!arena_spin_is_locked(&share_lock.lock));
+	ARENA_ASSERT_EQ(share_lock.cpu, 0);
 	ARENA_ASSERT_EQ(share_inside, 0);
 	ARENA_ASSERT_EQ(bt_integrity_check(bt), 0);
 	/* Every insert and remove the calls reported, and nothing else, happened. */

@@ -3,7 +3,8 @@
  * The arena spin lock: every call on one CPU, a holder that never lets go (the waiter
  * times out and leaves a mark the holder's unlock skips), a full queue, tickets wrapping
  * at 2^32, a lock user space wrote over; then threads on every CPU counting under it,
- * some giving up after a few microseconds, with exact totals.
+ * some giving up after a few microseconds, with exact totals. And the owner lock, which
+ * lets a section make global calls (its parallel test: parallel_test_btree_shared).
  */
 #include <libarena/common.h>
 #include <libarena/spinlock.h>
@@ -136,6 +137,77 @@ int test_spin_lock_timeout(struct arena_test_ctx *ctx)
 	arena_spin_unlock(l);
 	ARENA_ASSERT_EQ(served(l), 4);
 	ARENA_ASSERT_EQ(arena_spin_timeouts(l), 2);
+	return 0;
+}
+
+/* The owner lock: what arena_spin_lock's sections may not make, a global call. */
+arena_owner_t __arena_global towner;
+u64 __arena_global owner_calls;
+
+__weak int owner_section_call(u64 __arena *calls __arg_arena)
+{
+	if (!calls)
+		return -EINVAL;
+	*calls += 1;
+	return 0;
+}
+
+/*
+ * Taken, a global call made holding it, this CPU's second take refused at once
+ * (-EDEADLK, counted) and a trylock refused; then a holder on another CPU that never lets
+ * go: the waiter times out and marks its ticket, which the holder's unlock skips.
+ */
+SEC("syscall")
+int test_owner_lock(struct arena_test_ctx *ctx)
+{
+	arena_owner_t __arena *o = &towner;
+	u32 me = bpf_get_smp_processor_id() + 1;
+	int ret, again, busy, call;
+	u32 held_by;
+
+	arena_memset(o, 0, sizeof(*o));
+	owner_calls = 0;
+	ret = arena_owner_lock(o);
+	ARENA_ASSERT_EQ(ret, 0);
+	held_by = o->cpu;
+	call = owner_section_call(&owner_calls);
+	again = arena_owner_lock(o);
+	busy = arena_owner_trylock(o);
+	arena_owner_unlock(o);
+	ARENA_ASSERT_EQ(held_by, me);
+	ARENA_ASSERT_EQ(call, 0);
+	ARENA_ASSERT_EQ(owner_calls, 1);
+	ARENA_ASSERT_EQ(again, -EDEADLK);
+	ARENA_ASSERT_EQ(busy, -EBUSY);
+	ARENA_ASSERT_EQ(o->refused, 1);
+	ARENA_ASSERT_EQ(o->cpu, 0);
+	ARENA_ASSERT(!arena_spin_is_locked(&o->lock));
+
+	ret = arena_owner_trylock(o);
+	ARENA_ASSERT_EQ(ret, 0);
+	held_by = o->cpu;
+	arena_owner_unlock(o);
+	ARENA_ASSERT_EQ(held_by, me);
+	ARENA_ASSERT(!arena_spin_is_locked(&o->lock));
+
+	/* Ticket 0 held on another CPU, never let go. */
+	arena_memset(o, 0, sizeof(*o));
+	o->lock.next = 1;
+	o->cpu = me + 1;
+	ret = arena_owner_lock_timeout(o, SHORT_NS);
+	if (!ret)
+		arena_owner_unlock(o);
+	ARENA_ASSERT_EQ(ret, -ETIMEDOUT);
+	ARENA_ASSERT_EQ(arena_spin_timeouts(&o->lock), 1);
+	ARENA_ASSERT_EQ(o->refused, 0);
+	ARENA_ASSERT_EQ(marks(&o->lock), 1ull << 1);
+	arena_owner_unlock(o);				/* the holder lets go */
+	ARENA_ASSERT(!arena_spin_is_locked(&o->lock));
+	ARENA_ASSERT_EQ(marks(&o->lock), 0);
+	ret = arena_owner_lock(o);
+	ARENA_ASSERT_EQ(ret, 0);
+	arena_owner_unlock(o);
+	ARENA_ASSERT_EQ(served(&o->lock), 3);
 	return 0;
 }
 

@@ -14,6 +14,19 @@
  *   arena_spin_lock_irqsave(lock, flags), arena_spin_unlock_irqrestore(lock, flags)
  *                                       upstream's names (interrupts stay on: see below)
  *
+ * The owner lock, for sections that make global calls (every bt_* and rb_* call is one),
+ * which 6.12 refuses under arena_spin_lock():
+ *
+ *   arena_owner_lock(o)                 take it. 0; -EDEADLK at once when this CPU holds
+ *                                       it (the caller interrupted or preempted its
+ *                                       holder, which cannot go on until it returns);
+ *                                       -ETIMEDOUT after ARENA_SPIN_TIMEOUT_NS. Both
+ *                                       counted, nothing held, nothing left behind
+ *   arena_owner_lock_timeout(o, ns)     the same, giving up after ns
+ *   arena_owner_trylock(o)              take it only if it is free and nobody waits: 0,
+ *                                       or -EBUSY
+ *   arena_owner_unlock(o)               hand it to the next waiter in line
+ *
  * A zeroed arena_spinlock_t (ARENA_SPINLOCK_INIT) is unlocked: locks need no set-up and
  * no teardown, and may sit anywhere in arena memory (16 bytes, 8-byte aligned).
  *
@@ -79,6 +92,24 @@ struct arena_spinlock {
 typedef struct arena_spinlock arena_spinlock_t;
 
 #define ARENA_SPINLOCK_INIT	{ 0 }
+
+/*
+ * The same ticket lock, fair and bounded in the same way, that leaves preemption alone:
+ * a section may make any call, and the holder may be preempted (or sleep, in a sleepable
+ * program) while it holds it. It keeps its holder's CPU, so that a program that finds its
+ * own CPU holding it, which can only be one that interrupted or preempted the holder, is
+ * refused at once rather than made to wait for a holder that cannot run until it is done.
+ * A zeroed one is unlocked (ARENA_OWNER_INIT).
+ */
+struct arena_owner {
+	arena_spinlock_t lock;
+	u32 cpu;		/* the holder's CPU + 1; 0 while free */
+	u32 refused;		/* takes refused with -EDEADLK */
+};
+
+typedef struct arena_owner arena_owner_t;
+
+#define ARENA_OWNER_INIT	{ ARENA_SPINLOCK_INIT }
 
 /* User space sees the lock (its counter); the calls are for BPF and the host build. */
 #if defined(__BPF__) || defined(__LIBARENA_HOST_SHIM_H)
@@ -157,6 +188,42 @@ static __always_inline __arena_spin_code bool
 arena_spin_is_locked(arena_spinlock_t __arena *lock)
 {
 	return (u32)READ_ONCE(lock->state) != READ_ONCE(lock->next);
+}
+
+static __always_inline __arena_spin_code int
+arena_owner_lock_timeout(arena_owner_t __arena *o, u64 timeout_ns)
+{
+	u32 me = bpf_get_smp_processor_id() + 1;
+
+	/* Only the holder writes cpu, and a holder on this CPU is not running now. */
+	if (READ_ONCE(o->cpu) == me) {
+		atomic_add(&o->refused, 1);
+		return -EDEADLK;
+	}
+	if (!__arena_spin_take_free(&o->lock) && __arena_spin_wait(&o->lock, timeout_ns))
+		return -ETIMEDOUT;
+	WRITE_ONCE(o->cpu, me);
+	return 0;
+}
+
+static __always_inline __arena_spin_code int arena_owner_lock(arena_owner_t __arena *o)
+{
+	return arena_owner_lock_timeout(o, ARENA_SPIN_TIMEOUT_NS);
+}
+
+static __always_inline __arena_spin_code int arena_owner_trylock(arena_owner_t __arena *o)
+{
+	if (!__arena_spin_take_free(&o->lock))
+		return -EBUSY;
+	WRITE_ONCE(o->cpu, bpf_get_smp_processor_id() + 1);
+	return 0;
+}
+
+static __always_inline __arena_spin_code void arena_owner_unlock(arena_owner_t __arena *o)
+{
+	WRITE_ONCE(o->cpu, 0);
+	/* A full barrier: the section's stores and cpu's before the hand-over. */
+	__arena_spin_release(&o->lock);
 }
 
 #endif /* __BPF__ || __LIBARENA_HOST_SHIM_H */
