@@ -632,7 +632,7 @@ int btree_xdp_check(void *ctx)
 #define SHARE_KEY_BASE	(1ull << 50)
 
 struct btree __arena *share_tree;
-arena_owner_t __arena_global share_lock;
+struct arena_owner __arena_global share_lock;
 u64 __arena_global share_inside;
 u64 __arena_global share_added[SHARE_THREADS], share_removed[SHARE_THREADS];
 u64 __arena_global share_errors[SHARE_THREADS], share_gave_up[SHARE_THREADS];

@@ -141,7 +141,7 @@ int test_spin_lock_timeout(struct arena_test_ctx *ctx)
 }
 
 /* The owner lock: what arena_spin_lock's sections may not make, a global call. */
-arena_owner_t __arena_global towner;
+struct arena_owner __arena_global towner;
 u64 __arena_global owner_calls;
 
 __weak int owner_section_call(u64 __arena *calls __arg_arena)
@@ -160,7 +160,7 @@ __weak int owner_section_call(u64 __arena *calls __arg_arena)
 SEC("syscall")
 int test_owner_lock(struct arena_test_ctx *ctx)
 {
-	arena_owner_t __arena *o = &towner;
+	struct arena_owner __arena *o = &towner;
 	u32 me = bpf_get_smp_processor_id() + 1;
 	int ret, again, busy, call;
 	u32 held_by;

@@ -107,8 +107,6 @@ struct arena_owner {
 	u32 refused;		/* takes refused with -EDEADLK */
 };
 
-typedef struct arena_owner arena_owner_t;
-
 #define ARENA_OWNER_INIT	{ ARENA_SPINLOCK_INIT }
 
 /* User space sees the lock (its counter); the calls are for BPF and the host build. */
@@ -191,7 +189,7 @@ arena_spin_is_locked(arena_spinlock_t __arena *lock)
 }
 
 static __always_inline __arena_spin_code int
-arena_owner_lock_timeout(arena_owner_t __arena *o, u64 timeout_ns)
+arena_owner_lock_timeout(struct arena_owner __arena *o, u64 timeout_ns)
 {
 	u32 me = bpf_get_smp_processor_id() + 1;
 
@@ -206,12 +204,12 @@ arena_owner_lock_timeout(arena_owner_t __arena *o, u64 timeout_ns)
 	return 0;
 }
 
-static __always_inline __arena_spin_code int arena_owner_lock(arena_owner_t __arena *o)
+static __always_inline __arena_spin_code int arena_owner_lock(struct arena_owner __arena *o)
 {
 	return arena_owner_lock_timeout(o, ARENA_SPIN_TIMEOUT_NS);
 }
 
-static __always_inline __arena_spin_code int arena_owner_trylock(arena_owner_t __arena *o)
+static __always_inline __arena_spin_code int arena_owner_trylock(struct arena_owner __arena *o)
 {
 	if (!__arena_spin_take_free(&o->lock))
 		return -EBUSY;
@@ -219,7 +217,7 @@ static __always_inline __arena_spin_code int arena_owner_trylock(arena_owner_t _
 	return 0;
 }
 
-static __always_inline __arena_spin_code void arena_owner_unlock(arena_owner_t __arena *o)
+static __always_inline __arena_spin_code void arena_owner_unlock(struct arena_owner __arena *o)
 {
 	WRITE_ONCE(o->cpu, 0);
 	/* A full barrier: the section's stores and cpu's before the hand-over. */

@@ -31,17 +31,22 @@ btf_offsets() {
 	"$bpftool" btf dump file "$1" | awk '
 		/^\[[0-9]+\] DATASEC / { on = ($3 == "\x27.addr_space.1\x27") ; next }
 		/^\[[0-9]+\] / { on = 0 }
-		on && /VAR/ { match($0, /offset=[0-9]+/); off = substr($0, RSTART + 7, RLENGTH - 7)
-			      match($0, /VAR \x27[^\x27]+\x27/); name = substr($0, RSTART + 5, RLENGTH - 6)
-			      print name, off }' | sort
+		on && /VAR/ {
+			match($0, /offset=[0-9]+/)
+			off = substr($0, RSTART + 7, RLENGTH - 7)
+			match($0, /VAR \x27[^\x27]+\x27/)
+			name = substr($0, RSTART + 5, RLENGTH - 6)
+			print name, off
+		}' | sort
 }
 sym_offsets() {
 	local sec
 	sec=$(readelf -SW "$1" 2>/dev/null | sed -nE 's/^ *\[ *([0-9]+)\] \.addr_space\.1 .*/\1/p')
-	readelf -sW "$1" 2>/dev/null | awk -v sec="$sec" '$7 == sec && $4 == "OBJECT" && $5 == "GLOBAL" {
-		print $2, $8 }' | while read -r value name; do
-		echo "$name $((16#$value))"
-	done | sort
+	readelf -sW "$1" 2>/dev/null |
+		awk -v sec="$sec" '$7 == sec && $4 == "OBJECT" && $5 == "GLOBAL" { print $2, $8 }' |
+		while read -r value name; do
+			echo "$name $((16#$value))"
+		done | sort
 }
 
 declare -A licences=([none]="" [gpl]="GPL" [dual_bsd]="Dual BSD/GPL" [dual_mit]="Dual MIT/GPL")
