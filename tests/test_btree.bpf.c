@@ -640,9 +640,10 @@ u64 __arena_global share_shared, share_wrong;
 
 /*
  * Take the tree: 0, -EUCLEAN when another thread is inside after all, or the lock's
- * -ETIMEDOUT (a stall) or -EDEADLK (its holder on this CPU), with nothing held.
+ * -ETIMEDOUT (a stall) or -EDEADLK (its holder on this CPU), with nothing held. Global,
+ * so the verifier walks the lock's wait once, not at every call in every round.
  */
-static __noinline int share_take(void)
+__weak int share_take(void)
 {
 	int err = arena_owner_lock_timeout(&share_lock, ARENA_TEST_RETRY_NS);
 
@@ -652,10 +653,12 @@ static __noinline int share_take(void)
 	return atomic_fetch_add(&share_inside, 1) ? -EUCLEAN : 0;
 }
 
-static __always_inline void share_release(void)
+/* Global too: the unlock's hand-over past marked tickets is a loop of its own. */
+__weak int share_release(void)
 {
 	atomic_add(&share_inside, -1);
 	arena_owner_unlock(&share_lock);
+	return 0;
 }
 
 SEC("syscall")
