@@ -31,17 +31,18 @@ static inline uint64_t bpf_ktime_get_ns(void)
 static inline void bpf_preempt_disable(void) { }
 static inline void bpf_preempt_enable(void) { }
 
-#include <libarena/common.h>
-
 /* Tests make threads stand for CPUs by setting host_cpu (check.h). */
 extern __thread int host_cpu;
 
-static inline u32 bpf_get_smp_processor_id(void)
+/* The owner lock (spinlock.h) keeps its holder's CPU. */
+static inline uint32_t bpf_get_smp_processor_id(void)
 {
 	int cpu = host_cpu >= 0 ? host_cpu : sched_getcpu();
 
 	return cpu < 0 ? 0 : cpu;
 }
+
+#include <libarena/common.h>
 
 /*
  * The arena kfuncs over mmap: pages at a given address of the arena, or anywhere in its
