@@ -143,8 +143,14 @@ static __always_inline void arena_clear_bit(u64 __arena *words, u32 bit)
 #if defined(__BPF__) && defined(LIBARENA_ASAN)
 #define ASAN_ENABLED	1
 
-/* A block of slot bytes at addr handed out for size bytes: those valid, the rest not. */
-int asan_hook_alloc(u64 addr, u64 size, u64 slot);
+/*
+ * A block of slot bytes at addr handed out for size bytes: those valid, the rest not.
+ * Inline (the shadow writes of asan.h): an allocation makes no call for it.
+ */
+static __always_inline int asan_hook_alloc(u64 addr, u64 size, u64 slot)
+{
+	return asan__alloc_hook(addr, size, slot);
+}
 
 /* A block of slot bytes at addr freed: its size kept for reports, the block poisoned. */
 int asan_hook_free(u64 addr, u64 slot);

@@ -138,11 +138,23 @@ static __always_inline u64 first_bad(u64 addr, u64 size)
 	return 0;
 }
 
-/* The requested size of the freed block at start, from the latest frees; 0: unknown. */
-static __always_inline u32 freed_size(u64 start)
+/*
+ * The requested size of the freed block at start: the size word the allocation hook left
+ * in its slot (freeing poisons the shadow, not the block), else from the latest frees of
+ * blocks without one; 0: unknown.
+ */
+static __always_inline u32 freed_size(u64 start, u32 slot)
 {
-	u64 head = READ_ONCE(asan_freed_head), e;
-	u32 k;
+	u64 head = READ_ONCE(asan_freed_head), e, t, used;
+	u32 k, n;
+
+	if (slot >= 3 * ASAN_SHADOW_SCALE) {
+		t = *(u64 __arena *)(start + slot - ASAN_SHADOW_SCALE);
+		n = t;
+		used = ((u64)n + ASAN_SHADOW_SCALE - 1) & ~(u64)ASAN_GRANULE_MASK;
+		if (n && t == asan__size_word(start, n) && used + ASAN_SHADOW_SCALE <= slot)
+			return n;
+	}
 
 	for (k = zero; k < ASAN_FREED_SIZES && k < head && can_loop; k++) {
 		e = READ_ONCE(asan_freed[(head - 1 - k) & (ASAN_FREED_SIZES - 1)]);
@@ -212,7 +224,7 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 	r->slot_size = slot;
 	if (*asan__shadow(start) == ASAN_FREED) {
 		r->flags |= ASAN_F_FREED;
-		r->block_size = freed_size(start);
+		r->block_size = freed_size(start, slot);
 	} else {
 		r->block_size = asan__block_size(start, slot);
 	}
@@ -346,17 +358,14 @@ __weak int asan_check_range(u64 addr, u64 size, int write)
 	return asan_access(addr, size, write ? ASAN_F_WRITE : 0, return_ip(2), false);
 }
 
-__weak int asan_hook_alloc(u64 addr, u64 size, u64 slot)
-{
-	return asan__alloc_hook(addr, size, slot);
-}
-
 /*
  * A block of slot bytes at addr freed: its requested size noted for later reports, the
  * block poisoned. Already poisoned as freed: nothing to do (the free check reports).
  */
 static __always_inline int free_poison(u64 addr, u64 slot)
 {
+	u64 __arena *word;
+	u64 used;
 	u32 size, i;
 
 	if (!addr || (addr & ASAN_GRANULE_MASK))
@@ -364,8 +373,19 @@ static __always_inline int free_poison(u64 addr, u64 slot)
 	if (*asan__shadow(addr) == ASAN_FREED)
 		return 0;
 	size = asan__block_size(addr, slot);
-	i = atomic_fetch_add(&asan_freed_head, 1);
-	WRITE_ONCE(asan_freed[i & (ASAN_FREED_SIZES - 1)], (u64)size << 32 | (u32)addr);
+	used = ((u64)size + ASAN_SHADOW_SCALE - 1) & ~(u64)ASAN_GRANULE_MASK;
+	if (used + ASAN_SHADOW_SCALE <= slot) {
+		/*
+		 * freed_size() reads the size word back: most blocks have one. Put it
+		 * right if the program wrote over it (the block is ours again now).
+		 */
+		word = (u64 __arena *)(addr + slot - ASAN_SHADOW_SCALE);
+		if (*word != asan__size_word(addr, size))
+			*word = asan__size_word(addr, size);
+	} else {
+		i = atomic_fetch_add(&asan_freed_head, 1);
+		WRITE_ONCE(asan_freed[i & (ASAN_FREED_SIZES - 1)], (u64)size << 32 | (u32)addr);
+	}
 	return asan__poison(addr, slot, ASAN_FREED);
 }
 
@@ -383,16 +403,25 @@ __weak int asan_hook_free(u64 addr, u64 slot)
 __weak u64 asan_hook_park(u64 addr, u64 size)
 {
 	struct asan_state __arena *st = &asan_state;
-	u32 len = READ_ONCE(st->quarantine_len), i;
+	u32 len = READ_ONCE(st->quarantine_len);
+	u64 i;
 
 	free_poison(addr, size);
 	if (!len || len > ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE)
 		return addr;
-	if (size > HEAP_MEDIUM_MAX)
-		i = ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE +
-		    atomic_fetch_add(&st->quarantine_large_head, 1) % ASAN_QUARANTINE_LARGE;
-	else
-		i = atomic_fetch_add(&st->quarantine_head, 1) % len;
+	/*
+	 * The heads need no atomic: two frees that read the same head swap with the same
+	 * slot one after the other, and each gets the block before it, so none is lost.
+	 */
+	if (size > HEAP_MEDIUM_MAX) {
+		i = READ_ONCE(st->quarantine_large_head);
+		WRITE_ONCE(st->quarantine_large_head, i + 1);
+		i = ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE + i % ASAN_QUARANTINE_LARGE;
+	} else {
+		i = READ_ONCE(st->quarantine_head);
+		WRITE_ONCE(st->quarantine_head, i + 1);
+		i %= len;
+	}
 	return xchg(&asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)], addr);
 }
 

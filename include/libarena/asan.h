@@ -205,19 +205,32 @@ static __always_inline void asan__fill_words(u64 sp, u64 words, u64 word)
 		((u64 __arena *)sp)[i] = word;
 }
 
-/* Write n shadow bytes from sp: bytes to an 8-byte boundary, then words, then bytes. */
+/*
+ * Write n shadow bytes from sp, with no loop below eight words: under a word, a 4-, a 2-
+ * and a 1-byte store as n's bits say; from a word on, a store at each end (unaligned, and
+ * overlapping the others with the same value) and aligned words between them.
+ */
 static __always_inline void asan__fill(u64 sp, u64 n, s8 val)
 {
-	u64 end = sp + n, i;
+	u64 word = asan__word(val), end = sp + n;
 
-	for (i = zero; sp < end && (sp & 7) && i < 8 && can_loop; i++, sp++)
-		*(s8 __arena *)sp = val;
-	if (sp + 8 <= end) {
-		asan__fill_words(sp, (end - sp) / 8, asan__word(val));
-		sp += (end - sp) & ~7ull;
+	if (n < 8) {
+		if (n & 4) {
+			*(u32 __arena *)sp = (u32)word;
+			sp += 4;
+		}
+		if (n & 2) {
+			*(u16 __arena *)sp = (u16)word;
+			sp += 2;
+		}
+		if (n & 1)
+			*(u8 __arena *)sp = (u8)word;
+		return;
 	}
-	for (i = zero; sp < end && i < 8 && can_loop; i++, sp++)
-		*(s8 __arena *)sp = val;
+	*(u64 __arena *)sp = word;
+	*(u64 __arena *)(end - 8) = word;
+	sp = (sp + 7) & ~7ull;
+	asan__fill_words(sp, (end - sp) / 8, word);
 }
 
 static __always_inline int asan__poison(u64 a, u64 size, s8 val)
