@@ -7,14 +7,20 @@
  *   so a fork storm that empties the CPU's reserve refills it instead of failing) and
  *   freed in ops.exit_task. A task without one (the allocator failed) still runs: from
  *   the global DSQ, with one log line.
- * - Each CPU has an ordered map (a B-tree) of the tasks enqueued on it, keyed by virtual
- *   time (FIFO among equal times), and a work-stealing deque (spmc) of the next few. The
- *   CPU moves its SCX_ARENA_BATCH earliest tasks from the map to its deque and dispatches
- *   from it; an idle CPU steals from the deque that holds the most. Only the CPU itself
- *   touches its map (every op runs under its runqueue lock, interrupts off), the deque
- *   takes any thief: no lock anywhere.
- * - The idle CPUs are an arena bitmap (ops.update_idle). A task that goes into a map
- *   wakes one of them to come and steal.
+ * - A task's virtual time grows by the CPU time it uses (p->se.sum_exec_runtime) over its
+ *   weight (p->scx.weight, 100 at nice 0), so CPU shares follow nice.
+ * - Each CPU has an ordered map (a B-tree) of the tasks waiting on its runqueue, keyed by
+ *   virtual time (FIFO among equal times), and a work-stealing deque (spmc) that offers
+ *   the earliest of them to other CPUs. A map is only touched under its runqueue's lock
+ *   (ops.enqueue, ops.dispatch, ops.tick, ops.running all hold it), the deque takes any
+ *   thief: no lock of ours anywhere.
+ * - Dispatch runs the earliest of: the task that was running (kept while it is still the
+ *   earliest, so nice holds on a CPU of its own), this CPU's earliest waiting task, and
+ *   another CPU's offer when that one is a slice earlier (so equal tasks get equal shares
+ *   across CPUs). An idle CPU steals the earliest offer there is.
+ * - A waking task that is earlier than the running one preempts it at once.
+ * - The idle CPUs are an arena bitmap (ops.update_idle). A task offered to thieves wakes
+ *   one of them to come and steal.
  * - A task that leaves the queue by another way (ops.dequeue) is not searched for: its
  *   context's generation moves on, and the entry, once reached, is dropped as stale.
  *
@@ -34,6 +40,7 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 /* A task's context. */
 struct task_ctx {
 	u64 vtime;		/* weighted virtual time */
+	u64 exec_start;		/* p->se.sum_exec_runtime when it last started running */
 	u32 gen;		/* moves on at each enqueue and dequeue: older entries are stale */
 	u32 pad;
 };
@@ -47,16 +54,22 @@ struct {
 } task_ctxs SEC(".maps");
 
 struct cpu_queue {
-	struct btree __arena *wait;	/* waiting tasks by key: only this CPU touches it */
-	struct spmc __arena *ready;	/* the next few: this CPU pops, others steal */
+	struct btree __arena *wait;	/* waiting tasks by key, under the runqueue's lock */
+	struct spmc __arena *ready;	/* at most one: the earliest waiting, for any taker */
 	u64 last_key;			/* the highest key given out: FIFO among equals */
+	u64 offer_key;			/* the key of the entry in ready, while it is there */
+	u32 offer_open;			/* that entry may run anywhere: thieves may take it */
+	u32 running;			/* a task of ours runs here (ops.running..stopping) */
+	u64 curr_vtime;			/* the running task's virtual time when it started */
+	u64 curr_start;			/* and the time then (ns) */
+	u64 curr_weight;		/* and its weight */
 };
 
 struct scx_arena_stats __arena_global scx_stats;
 struct cpu_queue __arena_global queues[SCX_ARENA_MAX_CPUS];
 u64 __arena_global idle_map;		/* struct arena_bitmap: the idle CPUs */
 
-static u64 vtime_now;
+static u64 vtime_now;		/* the latest virtual time a task started at, any CPU */
 static u32 nr_cpus;
 UEI_DEFINE(uei);
 
@@ -67,11 +80,27 @@ UEI_DEFINE(uei);
  * time, line up one nanosecond apart instead of colliding.
  */
 #define KEY_FIFO_NS	1024
+/* How much earlier another CPU's offer must be for a busy CPU to take it. */
+#define BALANCE_NS	SCX_SLICE_DFL
+/* A sleeper comes back at most this far behind the task it meets: a slice of credit. */
+#define SLEEP_CREDIT_NS	SCX_SLICE_DFL
+/* How much earlier than the running task a woken one must be to preempt it. */
+#define WAKE_GRAN_NS	(1000 * 1000)
+/* And how long that task must have run: the tick preempts it later (see arena_tick). */
+#define WAKE_MIN_RUN_NS	(1000 * 1000)
 
-/* An entry of a map or deque: the task's pid and its context's generation then. */
+/*
+ * An entry of a map or deque: the task's context's generation then, whether the task may
+ * run on every CPU, and its pid (below 2^22, PID_MAX_LIMIT).
+ */
+#define ENTRY_OPEN	(1u << 31)
+#define ENTRY_PID	(ENTRY_OPEN - 1)
+
 static __always_inline u64 entry_of(struct task_struct *p, struct task_ctx __arena *c)
 {
-	return (u64)c->gen << 32 | (u32)p->pid;
+	u32 open = p->nr_cpus_allowed >= nr_cpus ? ENTRY_OPEN : 0;
+
+	return (u64)c->gen << 32 | open | ((u32)p->pid & ENTRY_PID);
 }
 
 static __always_inline struct task_ctx __arena *ctx_of(struct task_struct *p)
@@ -88,27 +117,40 @@ static __always_inline struct scx_arena_cpu_stats __arena *cpu_stats(u32 cpu)
 	return &scx_stats.cpu[cpu & (SCX_ARENA_MAX_CPUS - 1)];
 }
 
+static __always_inline struct cpu_queue __arena *queue_of(u32 cpu)
+{
+	return &queues[cpu & (SCX_ARENA_MAX_CPUS - 1)];
+}
+
 static __always_inline struct arena_bitmap __arena *idle_cpus(void)
 {
 	return (struct arena_bitmap __arena *)idle_map;
 }
 
-static __always_inline bool vtime_before(u64 a, u64 b)
+/* The task's virtual time now: what it has been charged plus what it ran since. */
+static __always_inline u64 vtime_of(struct task_struct *p, struct task_ctx __arena *c)
 {
-	return (s64)(a - b) < 0;
+	u64 ran = p->se.sum_exec_runtime - c->exec_start;
+
+	return c->vtime + ran * 100 / (p->scx.weight ? p->scx.weight : 1);
 }
 
 /*
- * Whether p can go straight to cpu's local DSQ. Only when it is on cpu's runqueue: ops.dispatch
- * holds that runqueue's lock, so p cannot move or be requeued before the dispatch is done. A
- * task on another runqueue can be requeued there between our checks and the dispatch (a
- * migration-disabled preemption, an affinity change), and 6.12 ends the scheduler when such a
- * move is asked for; it goes to the global DSQ instead, which the kernel consumes right after
- * ops.dispatch, checking migration and affinity under both runqueue locks.
+ * A task that slept comes back at most a slice behind floor: it was charged nothing while it
+ * slept, and a long sleep must not buy a long run. Runnable tasks keep what they are owed.
  */
-static __always_inline bool runs_on(struct task_struct *p, s32 cpu)
+static __always_inline void wake_credit(struct task_ctx __arena *c, u64 floor)
 {
-	return scx_bpf_task_cpu(p) == cpu;
+	if (c && floor > SLEEP_CREDIT_NS && c->vtime < floor - SLEEP_CREDIT_NS)
+		c->vtime = floor - SLEEP_CREDIT_NS;
+}
+
+/* The virtual time of the task running on q now, estimated from when it started. */
+static __always_inline u64 curr_vtime_now(struct cpu_queue __arena *q)
+{
+	u64 ran = bpf_ktime_get_ns() - q->curr_start;
+
+	return q->curr_vtime + ran * 100 / (q->curr_weight ? q->curr_weight : 1);
 }
 
 s32 BPF_STRUCT_OPS(arena_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -118,40 +160,48 @@ s32 BPF_STRUCT_OPS(arena_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wa
 
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_idle) {
+		wake_credit(ctx_of(p), vtime_now);
 		cpu_stats(bpf_get_smp_processor_id())->direct++;
 		scx_bpf_dispatch(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, 0);
 	}
 	return cpu;
 }
 
-/* Move the earliest tasks of this CPU's map onto its deque, latest first (LIFO pops). */
-static __noinline int refill(u32 cpu)
+/* Put an entry into cpu's map at key or, when that is taken, one of the next three. */
+static __noinline int queue_insert(u32 cpu, u64 key, u64 e)
 {
-	struct cpu_queue __arena *q = &queues[cpu & (SCX_ARENA_MAX_CPUS - 1)];
-	u64 key, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
-	int n = 0;
+	struct cpu_queue __arena *q = queue_of(cpu);
+	int err = -ENOENT, i;
 
-	if (!q->wait || !q->ready || spmc_count(q->ready))
+	if (!q->wait)
+		return -ENOENT;
+	for (i = zero; i < 4 && err && can_loop; i++)
+		err = bt_insert(q->wait, key + i, e, false);
+	if (err)
+		return err;
+	key += i - 1;
+	if (key > q->last_key)
+		q->last_key = key;
+	return 0;
+}
+
+/* Offer cpu's earliest waiting task on its deque, unless one is there already. */
+static __noinline int offer(u32 cpu)
+{
+	struct cpu_queue __arena *q = queue_of(cpu);
+	u64 key, e;
+
+	if (!q->wait || !q->ready)
 		return 0;
-	/* Unrolled: a loop filling an array would cost the verifier more than it saves. */
-	if (bt_pop_first(q->wait, &key, &e0) == 0)
-		n = 1;
-	if (n == 1 && bt_pop_first(q->wait, &key, &e1) == 0)
-		n = 2;
-	if (n == 2 && bt_pop_first(q->wait, &key, &e2) == 0)
-		n = 3;
-	if (n == 3 && bt_pop_first(q->wait, &key, &e3) == 0)
-		n = 4;
-	/* The deque was empty and only thieves took from it since: 4 of its 128 slots. */
-	if (n == 4)
-		spmc_owned_add(q->ready, e3);
-	if (n >= 3)
-		spmc_owned_add(q->ready, e2);
-	if (n >= 2)
-		spmc_owned_add(q->ready, e1);
-	if (n >= 1)
-		spmc_owned_add(q->ready, e0);
-	return n;
+	if (spmc_count(q->ready))
+		return 1;
+	if (bt_pop_first(q->wait, &key, &e))
+		return 0;
+	q->offer_key = key;
+	q->offer_open = !!(e & ENTRY_OPEN);
+	/* The deque was empty: its owner adds one entry. */
+	spmc_owned_add(q->ready, e);
+	return 1;
 }
 
 /* Wake an idle CPU other than this one to come and steal. */
@@ -166,54 +216,68 @@ static __noinline void kick_idle(u32 self)
 		if (cpu == self || !bmp_test_bit(cpu, idle))
 			continue;
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-		cpu_stats(self)->kicks++;
+		cpu_stats(bpf_get_smp_processor_id())->kicks++;
 		return;
 	}
 }
 
 void BPF_STRUCT_OPS(arena_enqueue, struct task_struct *p, u64 enq_flags)
 {
-	u32 cpu = bpf_get_smp_processor_id();
-	struct scx_arena_cpu_stats __arena *st = cpu_stats(cpu);
-	struct task_ctx __arena *c;
-	struct cpu_queue __arena *q;
-	u64 vtime, key;
-	int err = -ENOENT, i;
+	struct scx_arena_cpu_stats __arena *st = cpu_stats(bpf_get_smp_processor_id());
+	u32 cpu = scx_bpf_task_cpu(p);	/* the runqueue whose lock we hold */
+	struct cpu_queue __arena *q = queue_of(cpu);
+	struct task_ctx __arena *c = ctx_of(p);
+	u64 key, old, curr;
 
-	/* Per-CPU kernel threads and the like: their own CPU's local DSQ. */
-	if (p->nr_cpus_allowed == 1) {
-		st->pinned++;
-		scx_bpf_dispatch(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, enq_flags);
+	if (!c || cpu >= SCX_ARENA_MAX_CPUS || !q->wait) {
+		/* No context or no queue: the kernel's DSQs, where it can run. */
+		if (p->nr_cpus_allowed == 1) {
+			st->pinned++;
+			scx_bpf_dispatch(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, enq_flags);
+		} else {
+			st->to_global++;
+			scx_bpf_dispatch(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, enq_flags);
+		}
 		return;
 	}
-	c = ctx_of(p);
-	q = &queues[cpu & (SCX_ARENA_MAX_CPUS - 1)];
-	if (c && cpu < SCX_ARENA_MAX_CPUS && q->wait) {
-		/* A sleeper earns at most one slice of credit. */
-		vtime = c->vtime;
-		if (vtime_now > SCX_SLICE_DFL && vtime_before(vtime, vtime_now - SCX_SLICE_DFL))
-			vtime = vtime_now - SCX_SLICE_DFL;
-		c->vtime = vtime;
-		c->gen++;
-		key = vtime;
-		if (key <= q->last_key && q->last_key - key <= KEY_FIFO_NS)
-			key = q->last_key + 1;
-		/* A key taken by a task of lower time given out earlier: the next ones. */
-		for (i = zero; i < 4 && err && can_loop; i++)
-			err = bt_insert(q->wait, key + i, entry_of(p, c), false);
-		if (!err) {
-			key += i - 1;
-			if (key > q->last_key)
-				q->last_key = key;
-			st->enqueued++;
-			refill(cpu);
-			kick_idle(cpu);
+	/*
+	 * A woken task is owed up to a slice against the task it would preempt, and runs at
+	 * once when it is more than WAKE_GRAN_NS earlier than that task and every waiting
+	 * one: to the front of the local DSQ, the running task told to stop.
+	 */
+	if (enq_flags & SCX_ENQ_WAKEUP) {
+		curr = q->running ? curr_vtime_now(q) : vtime_now;
+		wake_credit(c, curr);
+		if (q->running && c->vtime + WAKE_GRAN_NS < curr &&
+		    (!spmc_count(q->ready) || c->vtime < q->offer_key) &&
+		    bpf_ktime_get_ns() - q->curr_start >= WAKE_MIN_RUN_NS) {
+			c->gen++;
+			st->preempted++;
+			scx_bpf_dispatch(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL,
+					 enq_flags | SCX_ENQ_PREEMPT);
 			return;
 		}
-		atomic_add(&scx_stats.insert_failures, 1);
 	}
-	st->to_global++;
-	scx_bpf_dispatch(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, enq_flags);
+	c->gen++;
+	key = c->vtime;
+	if (key <= q->last_key && q->last_key - key <= KEY_FIFO_NS)
+		key = q->last_key + 1;
+	if (queue_insert(cpu, key, entry_of(p, c))) {
+		atomic_add(&scx_stats.insert_failures, 1);
+		st->to_global++;
+		scx_bpf_dispatch(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, enq_flags);
+		return;
+	}
+	st->enqueued++;
+	/*
+	 * Earlier than the offer: the offer goes back to the map and the earliest is offered
+	 * (unless a thief took it meanwhile). No room in the map: it stays offered.
+	 */
+	if (spmc_count(q->ready) && key < q->offer_key && !spmc_owned_remove(q->ready, &old) &&
+	    queue_insert(cpu, q->offer_key, old))
+		spmc_owned_add(q->ready, old);
+	if (offer(cpu) && q->offer_open)
+		kick_idle(cpu);
 }
 
 void BPF_STRUCT_OPS(arena_dequeue, struct task_struct *p, u64 deq_flags)
@@ -226,12 +290,12 @@ void BPF_STRUCT_OPS(arena_dequeue, struct task_struct *p, u64 deq_flags)
 
 /*
  * Dispatch the task of entry e to this CPU, through the global DSQ when it is on another
- * runqueue (see runs_on). 1 when a task went, 0 for a stale entry (the task left the queue
+ * runqueue. 1 when a task went, 0 for a stale entry (the task left the queue
  * or is gone).
  */
 static __noinline int dispatch_entry(u64 e, u32 cpu)
 {
-	struct task_struct *p = bpf_task_from_pid((u32)e);
+	struct task_struct *p = bpf_task_from_pid((u32)e & ENTRY_PID);
 	struct task_ctx __arena *c;
 	int ret = 0;
 
@@ -239,7 +303,15 @@ static __noinline int dispatch_entry(u64 e, u32 cpu)
 		return 0;
 	c = ctx_of(p);
 	if (c && c->gen == e >> 32) {
-		if (runs_on(p, cpu)) {
+		/*
+		 * Only a task on this runqueue goes straight to its local DSQ: we hold its lock,
+		 * so it cannot move before the dispatch is done. A task on another runqueue can be
+		 * requeued there meanwhile (a migration-disabled preemption, an affinity change),
+		 * and 6.12 ends the scheduler when such a move is asked for; it goes to the global
+		 * DSQ instead, which the kernel consumes right after ops.dispatch, checking
+		 * migration and affinity under both runqueue locks.
+		 */
+		if (scx_bpf_task_cpu(p) == cpu) {
 			scx_bpf_dispatch(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, 0);
 		} else {
 			scx_bpf_dispatch(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, 0);
@@ -251,95 +323,155 @@ static __noinline int dispatch_entry(u64 e, u32 cpu)
 	return ret;
 }
 
-/* The CPU whose deque holds the most, not this one: -1 when all are empty. */
-static __noinline int busiest(u32 self)
+/* The CPU other than self with the earliest open offer, -1 when there is none. */
+static __noinline int earliest_offer(u32 self, u64 *key)
 {
-	int best = -1, most = 0, n;
+	struct cpu_queue __arena *q;
+	int best = -1;
 	u32 cpu;
 
 	for (cpu = zero; cpu < nr_cpus && cpu < SCX_ARENA_MAX_CPUS && can_loop; cpu++) {
-		if (cpu == self || !queues[cpu].ready)
+		q = &queues[cpu];
+		if (cpu == self)
 			continue;
-		n = spmc_count(queues[cpu].ready);
-		if (n > most) {
-			most = n;
+		if (!q->offer_open || !spmc_count(q->ready))
+			continue;
+		if (best < 0 || q->offer_key < *key) {
 			best = cpu;
+			*key = q->offer_key;
 		}
 	}
 	return best;
 }
 
-void BPF_STRUCT_OPS(arena_dispatch, s32 cpu, struct task_struct *prev)
+/* Take another CPU's offer when it is earlier than limit; 1 when a task went. */
+static __noinline int steal(u32 cpu, u64 limit, bool busy)
 {
 	struct scx_arena_cpu_stats __arena *st = cpu_stats(cpu);
-	struct cpu_queue __arena *q = &queues[cpu & (SCX_ARENA_MAX_CPUS - 1)];
 	int i, victim;
-	u64 e;
+	u64 key = 0, e;
 
-	/*
-	 * Our own deque first (refilled from our map), until a task goes or both are empty:
-	 * stale entries must not leave live ones behind. Only on our own CPU: core
-	 * scheduling balances a sibling from here, and CPUs past the last queue have none.
-	 */
-	if (cpu == bpf_get_smp_processor_id() && cpu < SCX_ARENA_MAX_CPUS && q->ready) {
-		while (can_loop) {
-			if (spmc_owned_remove(q->ready, &e)) {
-				if (!refill(cpu))
-					break;
-				continue;
-			}
-			if (dispatch_entry(e, cpu)) {
-				st->dispatched++;
-				return;
-			}
-			st->stale++;
-		}
-	}
-	for (i = zero; i < 8 && can_loop; i++) {
-		victim = busiest(cpu);
-		if (victim < 0)
-			return;
-		if (spmc_steal(queues[victim & (SCX_ARENA_MAX_CPUS - 1)].ready, &e)) {
+	for (i = zero; i < 4 && can_loop; i++) {
+		victim = earliest_offer(cpu, &key);
+		if (victim < 0 || (busy && key + BALANCE_NS >= limit))
+			return 0;
+		if (spmc_steal(queue_of(victim)->ready, &e)) {
 			st->steal_misses++;
 			continue;
 		}
 		if (dispatch_entry(e, cpu)) {
 			st->stolen++;
-			return;
+			if (busy)
+				st->balanced++;
+			return 1;
 		}
 		st->stale++;
 	}
+	return 0;
 }
 
-/* Each tick: a CPU busy with one task shows its waiting ones to the idle CPUs. */
+void BPF_STRUCT_OPS(arena_dispatch, s32 cpu, struct task_struct *prev)
+{
+	struct scx_arena_cpu_stats __arena *st = cpu_stats(cpu);
+	struct cpu_queue __arena *q = queue_of(cpu);
+	struct task_struct *cur = NULL;
+	struct task_ctx __arena *c = NULL;
+	u64 mine = ~0ull, e;
+	bool have = false;
+
+	if (cpu >= SCX_ARENA_MAX_CPUS || !q->ready) {
+		steal(cpu, 0, false);
+		return;
+	}
+	/*
+	 * The task that was running here, when it is ours and still runnable: ops.dispatch's
+	 * prev, which 6.12's verifier takes for never NULL though it can be; the current task
+	 * is the same one on this CPU.
+	 */
+	if (q->running && cpu == bpf_get_smp_processor_id()) {
+		cur = bpf_get_current_task_btf();
+		if (cur->scx.flags & SCX_TASK_QUEUED)
+			c = ctx_of(cur);
+		if (c)
+			mine = vtime_of(cur, c);
+	}
+	have = offer(cpu);
+	/* Another CPU's offer a slice earlier than the best here; any offer when idle. */
+	if (steal(cpu, have && q->offer_key < mine ? q->offer_key : mine, c || have))
+		return;
+	while (have && can_loop) {
+		/* The running task is still the earliest: it goes on for another slice. */
+		if (c && mine <= q->offer_key)
+			break;
+		if (spmc_owned_remove(q->ready, &e)) {
+			have = offer(cpu);
+			continue;
+		}
+		if (dispatch_entry(e, cpu)) {
+			st->dispatched++;
+			return;
+		}
+		st->stale++;
+		have = offer(cpu);
+	}
+	if (c) {
+		st->kept++;
+		cur->scx.slice = SCX_SLICE_DFL;
+	}
+}
+
+/*
+ * Each tick: the running task stops when a waiting one is WAKE_GRAN_NS earlier (a woken
+ * task that came too soon to preempt); the earliest waiting task stays offered to the idle
+ * CPUs.
+ */
 void BPF_STRUCT_OPS(arena_tick, struct task_struct *p)
 {
 	u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_queue __arena *q = queue_of(cpu);
+	struct task_ctx __arena *c;
 
-	if (cpu < SCX_ARENA_MAX_CPUS && refill(cpu))
+	if (cpu >= SCX_ARENA_MAX_CPUS || !offer(cpu))
+		return;
+	c = ctx_of(p);
+	if (c && q->offer_key + WAKE_GRAN_NS < vtime_of(p, c))
+		p->scx.slice = 0;
+	if (q->offer_open)
 		kick_idle(cpu);
 }
 
 void BPF_STRUCT_OPS(arena_running, struct task_struct *p)
 {
+	u32 cpu = scx_bpf_task_cpu(p);
+	struct cpu_queue __arena *q = queue_of(cpu);
 	struct task_ctx __arena *c = ctx_of(p);
 
+	if (!c || cpu >= SCX_ARENA_MAX_CPUS) {
+		q->running = 0;
+		return;
+	}
 	/* Racy across CPUs, and fine: it only ever moves forward a little late. */
-	if (c && vtime_before(vtime_now, c->vtime))
+	if (c->vtime > vtime_now)
 		vtime_now = c->vtime;
+	c->exec_start = p->se.sum_exec_runtime;
+	q->curr_vtime = c->vtime;
+	q->curr_start = bpf_ktime_get_ns();
+	q->curr_weight = p->scx.weight;
+	q->running = 1;
 }
 
 void BPF_STRUCT_OPS(arena_stopping, struct task_struct *p, bool runnable)
 {
+	u32 cpu = scx_bpf_task_cpu(p);
 	struct task_ctx __arena *c = ctx_of(p);
-	u64 used = SCX_SLICE_DFL - p->scx.slice;
 
+	if (cpu < SCX_ARENA_MAX_CPUS)
+		queue_of(cpu)->running = 0;
 	if (!c)
 		return;
-	if (used > SCX_SLICE_DFL)
-		used = SCX_SLICE_DFL;
-	/* Time used, weighted by the inverse of the task's weight (100 at nice 0). */
-	c->vtime += used * 100 / (p->scx.weight ? p->scx.weight : 1);
+	/* CPU time used, weighted by the inverse of the task's weight (100 at nice 0). */
+	c->vtime = vtime_of(p, c);
+	c->exec_start = p->se.sum_exec_runtime;
 }
 
 void BPF_STRUCT_OPS(arena_enable, struct task_struct *p)
@@ -388,7 +520,8 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(arena_init_task, struct task_struct *p,
 		*v = 0;
 		return 0;
 	}
-	c->vtime = vtime_now;
+	c->vtime = 0;
+	c->exec_start = 0;
 	c->gen = 0;
 	c->pad = 0;
 	*v = (u64)c;
@@ -427,6 +560,10 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(arena_init)
 		q->wait = bt_create();
 		q->ready = spmc_create();
 		q->last_key = 0;
+		q->offer_key = 0;
+		q->offer_open = 0;
+		q->running = 0;
+		q->curr_vtime = 0;
 		if (!q->wait || !q->ready)
 			return -ENOMEM;
 	}

@@ -7,6 +7,8 @@
  *                                    kernel's own scheduler, under the tree's scx_simple
  *                                    (when built next to this program) and under ours,
  *                                    wall times side by side, then our statistics
+ *   scx_arena -p OBJECT              the demo's policy figures only: CPU shares by nice,
+ *                                    wakeup delays, fairness among equal spinners
  *   scx_arena -d SECONDS OBJECT      attach for SECONDS (0: until Ctrl-C), one line of
  *                                    statistics a second, detach cleanly
  *   scx_arena -t OBJECT              the selftest (`make test`): attach, workloads,
@@ -30,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <bpf/libbpf.h>
@@ -86,6 +89,19 @@ static int wait_state(const char *want)
 	}
 	fprintf(stderr, "scx_arena: sched_ext still \"%s\", not \"%s\", after 20 s\n", buf, want);
 	return -ETIMEDOUT;
+}
+
+static int pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (cpu >= 0)
+		CPU_SET(cpu, &set);
+	else
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			CPU_SET(c, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
 }
 
 /* ---- the workloads: each returns its wall time in ms, or a negative errno ---- */
@@ -255,6 +271,162 @@ static double messaging(void)
 	return reap(children) ?: now_ms() - t0;
 }
 
+/* ---- policy: what a scheduler is judged on besides throughput ---- */
+
+/*
+ * CPU-bound children, measured by their CPU time (not wall time). Each spins until killed,
+ * pinned to cpu (-1: anywhere) at the given nice.
+ */
+#define MAX_SPIN	32
+
+struct spin_set {
+	pid_t pid[MAX_SPIN];
+	double ms[MAX_SPIN];	/* CPU time used between spin_mark and spin_take */
+	int n;
+};
+
+static int spin_add(struct spin_set *s, int cpu, int nice_value)
+{
+	pid_t pid;
+
+	if (s->n >= MAX_SPIN)
+		return -E2BIG;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		unsigned long long x = s->n + 1;
+
+		if ((cpu >= 0 && pin_to(cpu)) ||
+		    (nice_value && setpriority(PRIO_PROCESS, 0, nice_value)))
+			_exit(1);
+		for (;;)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+	}
+	s->pid[s->n++] = pid;
+	return 0;
+}
+
+/* Every child's CPU time so far into ms[]; sign -1 subtracts it (the mark). */
+static int spin_cpu(struct spin_set *s, int sign)
+{
+	struct timespec ts;
+	clockid_t clk;
+
+	for (int i = 0; i < s->n; i++) {
+		if (clock_getcpuclockid(s->pid[i], &clk) || clock_gettime(clk, &ts))
+			return -ESRCH;
+		s->ms[i] += sign * (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6);
+	}
+	return 0;
+}
+
+/* Let the children settle, then measure them for ms; kill and reap them all. */
+static int spin_measure(struct spin_set *s, int ms)
+{
+	int err;
+
+	usleep(300 * 1000);
+	memset(s->ms, 0, sizeof(s->ms));
+	err = spin_cpu(s, -1);
+	usleep(ms * 1000);
+	err = err ?: spin_cpu(s, 1);
+	for (int i = 0; i < s->n; i++)
+		kill(s->pid[i], SIGKILL);
+	for (int i = 0; i < s->n; i++)
+		waitpid(s->pid[i], NULL, 0);
+	return err;
+}
+
+/* The kernel's weights of nice 0, 5 and 10 (sched_prio_to_weight): the shares expected. */
+static const struct nice_pair {
+	int nice;
+	double expect;	/* CPU of nice 0 over CPU of this nice, by weight */
+} nice_pairs[] = {
+	{ 5, 1024.0 / 335 },
+	{ 10, 1024.0 / 110 },
+};
+#define NR_NICE		((int)ARRAY_SIZE(nice_pairs))
+
+struct policy {
+	double nice[NR_NICE];	/* CPU of a nice-0 spinner over a nice-N one, one CPU */
+	double wake_p50;	/* ms a 5 ms sleeper wakes late, 2 spinners per CPU */
+	double wake_p99;
+	double fair;		/* min/max CPU of nr_cpus + 1 equal spinners */
+	int err;
+};
+
+#define NICE_MS		2000
+#define FAIR_MS		3000
+#define WAKE_SAMPLES	150
+#define WAKE_SLEEP_MS	5
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void measure_policy(struct policy *pol)
+{
+	static double late[WAKE_SAMPLES];
+	struct spin_set s;
+	int err = 0;
+
+	memset(pol, 0, sizeof(*pol));
+	/* Nice: two spinners on the last CPU, nice 0 and nice N. */
+	for (int k = 0; k < NR_NICE && !err; k++) {
+		memset(&s, 0, sizeof(s));
+		err = spin_add(&s, nr_cpus - 1, 0) ?: spin_add(&s, nr_cpus - 1, nice_pairs[k].nice);
+		err = spin_measure(&s, NICE_MS) ?: err;
+		pol->nice[k] = s.ms[1] > 0 ? s.ms[0] / s.ms[1] : 0;
+	}
+	/* Fairness: one more equal spinner than there are CPUs, free to move. */
+	memset(&s, 0, sizeof(s));
+	for (int i = 0; i <= nr_cpus && !err; i++)
+		err = spin_add(&s, -1, 0);
+	if (!err) {
+		double lo = 1e18, hi = 0;
+
+		err = spin_measure(&s, FAIR_MS);
+		for (int i = 0; i < s.n; i++) {
+			lo = s.ms[i] < lo ? s.ms[i] : lo;
+			hi = s.ms[i] > hi ? s.ms[i] : hi;
+		}
+		pol->fair = hi > 0 ? lo / hi : 0;
+	}
+	/* Wakeups: this process sleeps 5 ms at a time under two spinners per CPU. */
+	memset(&s, 0, sizeof(s));
+	for (int i = 0; i < 2 * nr_cpus && !err; i++)
+		err = spin_add(&s, -1, 0);
+	if (!err) {
+		usleep(300 * 1000);
+		for (int i = 0; i < WAKE_SAMPLES; i++) {
+			struct timespec ts;
+			double due;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += WAKE_SLEEP_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			due = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+			late[i] = now_ms() - due;
+		}
+		qsort(late, WAKE_SAMPLES, sizeof(late[0]), cmp_double);
+		pol->wake_p50 = late[WAKE_SAMPLES / 2];
+		pol->wake_p99 = late[(WAKE_SAMPLES * 99 + 99) / 100 - 1];
+	}
+	for (int i = 0; i < s.n; i++)
+		kill(s.pid[i], SIGKILL);
+	for (int i = 0; i < s.n; i++)
+		waitpid(s.pid[i], NULL, 0);
+	pol->err = err;
+}
+
 static const struct workload {
 	const char *name;
 	double (*run)(void);
@@ -397,6 +569,9 @@ static void sum_stats(const struct scx_arena_stats *st, struct scx_arena_cpu_sta
 		sum->stale += p->stale;
 		sum->kicks += p->kicks;
 		sum->moved += p->moved;
+		sum->preempted += p->preempted;
+		sum->kept += p->kept;
+		sum->balanced += p->balanced;
 	}
 }
 
@@ -408,8 +583,9 @@ static void print_stats(struct sched *s, const char *prefix)
 
 	sum_stats(s->stats, &t);
 	printf(
-	       "%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, stolen %llu (missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, %llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
-	       prefix, t.enqueued, t.direct, t.pinned, t.dispatched, t.stolen, t.steal_misses,
+	       "%senqueued %llu, direct %llu, pinned %llu, dispatched %llu, kept %llu, preempted %llu, stolen %llu (%llu to balance, missed %llu, %llu moved), global %llu, stale %llu, kicks %llu; contexts %llu made, %llu freed, %llu failed; allocator: %lld objects out, %llu pages mapped\n",
+	       prefix, t.enqueued, t.direct, t.pinned, t.dispatched, t.kept, t.preempted, t.stolen,
+	       t.balanced, t.steal_misses,
 	       t.moved, t.to_global, t.stale, t.kicks, s->stats->ctx_allocs, s->stats->ctx_frees,
 	       s->stats->ctx_failures, out, g ? (unsigned long long)g->pages_mapped : 0);
 	fflush(stdout);
@@ -516,19 +692,6 @@ static int drain(struct sched *s, int fill, unsigned long long *held)
 
 	*held = d.held;
 	return err;
-}
-
-static int pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	if (cpu >= 0)
-		CPU_SET(cpu, &set);
-	else
-		for (int c = 0; c < CPU_SETSIZE; c++)
-			CPU_SET(c, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
 }
 
 static int fork_one(void)
@@ -648,6 +811,9 @@ out:
 
 /* ---- the demo ---- */
 
+#define DEMO_WORKLOADS	1
+#define DEMO_POLICY	2
+
 /* Start the tree's scx_simple and wait until it is on; its pid, or a negative errno. */
 static pid_t start_simple(const char *bin)
 {
@@ -680,23 +846,66 @@ static pid_t start_simple(const char *bin)
 	return pid;
 }
 
-static int demo(const char *path, const char *simple)
+/* Under whichever scheduler is on: the workloads' times and the policy figures. */
+static void run_all(double *ms, struct policy *pol, int what)
+{
+	if (what & DEMO_WORKLOADS)
+		for (int w = 0; w < NR_WORKLOADS; w++)
+			ms[w] = workloads[w].run();
+	if (what & DEMO_POLICY)
+		measure_policy(pol);
+}
+
+static void print_policy(const struct policy *pol, int have_simple)
+{
+	const struct policy *eevdf = &pol[0], *simple = &pol[1], *ours = &pol[2];
+	int met;
+
+	printf("%-22s %16s %11s %10s   %s\n", "policy", "default (EEVDF)", "scx_simple",
+	       "scx_arena", "goal for scx_arena");
+	for (int k = 0; k < NR_NICE; k++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "CPU nice 0 / nice %d", nice_pairs[k].nice);
+		printf("%-22s %15.2fx %10.2fx %9.2fx   weights say %.2fx: within 10%%%s\n", name,
+		       eevdf->nice[k], simple->nice[k], ours->nice[k], nice_pairs[k].expect,
+		       nice_pairs[k].nice == 10 ? ", and at least 8x" : "");
+	}
+	printf("%-22s %16.2f %11.2f %10.2f   at most 2x EEVDF's\n", "wakeup late p50, ms",
+	       eevdf->wake_p50, simple->wake_p50, ours->wake_p50);
+	printf("%-22s %16.2f %11.2f %10.2f   at most half scx_simple's\n", "wakeup late p99, ms",
+	       eevdf->wake_p99, simple->wake_p99, ours->wake_p99);
+	printf("%-22s %16.2f %11.2f %10.2f   at least 0.90\n", "fairness min/max CPU",
+	       eevdf->fair, simple->fair, ours->fair);
+	met = !ours->err && ours->fair >= 0.9 && ours->wake_p50 <= 2 * eevdf->wake_p50 &&
+	      (!have_simple || ours->wake_p99 <= simple->wake_p99 / 2);
+	for (int k = 0; k < NR_NICE; k++) {
+		double r = ours->nice[k] / nice_pairs[k].expect;
+
+		met &= r >= 0.9 && r <= 1.1 && (nice_pairs[k].nice != 10 || ours->nice[k] >= 8);
+	}
+	printf("scx_arena: policy goals %s (nice on one CPU; a 5 ms sleeper among %d spinners; "
+	       "%d spinners on %d CPUs)%s\n", met ? "met" : "NOT met", 2 * nr_cpus,
+	       nr_cpus + 1, nr_cpus, have_simple ? "" : "; without scx_simple, p99 unjudged");
+}
+
+static int demo(const char *path, const char *simple, int what)
 {
 	static const char *const names[] = { "default (EEVDF)", "scx_simple", "scx_arena" };
 	double ms[3][NR_WORKLOADS] = { 0 };
+	struct policy pol[3] = { 0 };
 	int bad = 0, have_simple = 0, kmsg = open_kmsg(), problems;
 	struct sched s;
 	pid_t pid;
 
-	printf("scx_arena: %d CPUs; each workload under each scheduler, wall time in ms\n",
-	       nr_cpus);
-	for (int w = 0; w < NR_WORKLOADS; w++)
-		ms[0][w] = workloads[w].run();
+	printf("scx_arena: %d CPUs; %s under each scheduler in turn\n", nr_cpus,
+	       what == DEMO_POLICY ? "the policy figures" :
+	       "each workload (wall time in ms) and the policy figures");
+	run_all(ms[0], &pol[0], what);
 	pid = start_simple(simple);
 	if (pid > 0) {
 		have_simple = 1;
-		for (int w = 0; w < NR_WORKLOADS; w++)
-			ms[1][w] = workloads[w].run();
+		run_all(ms[1], &pol[1], what);
 		kill(pid, SIGINT);
 		waitpid(pid, NULL, 0);
 		wait_state("disabled");
@@ -709,8 +918,7 @@ static int demo(const char *path, const char *simple)
 		fprintf(stderr, "scx_arena: cannot load or attach %s\n", path);
 		return 1;
 	}
-	for (int w = 0; w < NR_WORKLOADS; w++)
-		ms[2][w] = workloads[w].run();
+	run_all(ms[2], &pol[2], what);
 	sched_log(&s);
 	print_stats(&s, "scx_arena: ");
 	sched_detach(&s);
@@ -718,29 +926,39 @@ static int demo(const char *path, const char *simple)
 	bad |= s.stats->exit_kind >= SCX_EXIT_ERROR;
 	bad |= sched_asan_reports(&s) > 0;
 
-	printf("%-16s %16s %11s %10s %12s %12s\n", "workload", names[0], names[1], names[2],
-	       "ours/slower", "ours/faster");
-	for (int w = 0; w < NR_WORKLOADS; w++) {
-		double slower = ms[0][w] > ms[1][w] ? ms[0][w] : ms[1][w];
-		double faster = have_simple && ms[1][w] < ms[0][w] ? ms[1][w] : ms[0][w];
+	if (what & DEMO_WORKLOADS) {
+		printf("%-16s %16s %11s %10s %12s %12s\n", "workload", names[0], names[1],
+		       names[2], "ours/slower", "ours/faster");
+		for (int w = 0; w < NR_WORKLOADS; w++) {
+			double slower = ms[0][w] > ms[1][w] ? ms[0][w] : ms[1][w];
+			double faster = have_simple && ms[1][w] < ms[0][w] ? ms[1][w] : ms[0][w];
 
-		printf("%-16s", workloads[w].name);
-		for (int k = 0; k < 3; k++) {
-			int width = k == 0 ? 16 : k == 1 ? 11 : 10;
+			printf("%-16s", workloads[w].name);
+			for (int k = 0; k < 3; k++) {
+				int width = k == 0 ? 16 : k == 1 ? 11 : 10;
 
-			if (k == 1 && !have_simple)
-				printf(" %*s", width, "-");
-			else if (ms[k][w] < 0)
-				printf(" %*s", width, "failed");
-			else
-				printf(" %*.0f", width, ms[k][w]);
-			bad |= ms[k][w] < 0;
+				if (k == 1 && !have_simple)
+					printf(" %*s", width, "-");
+				else if (ms[k][w] < 0)
+					printf(" %*s", width, "failed");
+				else
+					printf(" %*.0f", width, ms[k][w]);
+				bad |= ms[k][w] < 0;
+			}
+			printf(" %11.2fx %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0,
+			       faster > 0 ? ms[2][w] / faster : 0);
 		}
-		printf(" %11.2fx %11.2fx\n", slower > 0 ? ms[2][w] / slower : 0,
-		       faster > 0 ? ms[2][w] / faster : 0);
+		printf(
+		       "scx_arena: goal, at most 1.5x the slower of the others on every workload (TCG timing varies by a third)\n");
 	}
-	printf(
-	       "scx_arena: goal, at most 1.5x the slower of the others on every workload (TCG timing varies by a third)\n");
+	if (what & DEMO_POLICY) {
+		for (int k = 0; k < 3; k++)
+			if (pol[k].err && (k != 1 || have_simple))
+				printf("scx_arena: %s: policy figures failed: %s\n", names[k],
+				       strerror(-pol[k].err));
+		bad |= pol[0].err || pol[2].err;
+		print_policy(pol, have_simple);
+	}
 	problems = kmsg_problems(kmsg);
 	if (problems)
 		printf("scx_arena: %d kernel log lines of warnings, errors or stalls\n", problems);
@@ -752,12 +970,15 @@ static int demo(const char *path, const char *simple)
 int main(int argc, char **argv)
 {
 	char simple[4096];
-	int opt, test = 0, seconds = -1;
+	int opt, test = 0, seconds = -1, what = DEMO_WORKLOADS | DEMO_POLICY;
 
 	if (argc == 2 && !strcmp(argv[1], "--exit"))
 		return 0;	/* the fork/exec storm's child */
-	while ((opt = getopt(argc, argv, "td:h")) != -1) {
+	while ((opt = getopt(argc, argv, "td:ph")) != -1) {
 		switch (opt) {
+		case 'p':
+			what = DEMO_POLICY;
+			break;
 		case 't':
 			test = 1;
 			break;
@@ -765,12 +986,12 @@ int main(int argc, char **argv)
 			seconds = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: scx_arena [-t | -d SECONDS] OBJECT\n");
+			fprintf(stderr, "usage: scx_arena [-t | -d SECONDS | -p] OBJECT\n");
 			return opt != 'h' ? 2 : 0;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: scx_arena [-t | -d SECONDS] OBJECT\n");
+		fprintf(stderr, "usage: scx_arena [-t | -d SECONDS | -p] OBJECT\n");
 		return 2;
 	}
 	nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -782,5 +1003,5 @@ int main(int argc, char **argv)
 	if (seconds >= 0)
 		return watch(argv[optind], seconds);
 	snprintf(simple, sizeof(simple), "%s/scx_simple", dirname(strdup(argv[0])));
-	return demo(argv[optind], simple);
+	return demo(argv[optind], simple, what);
 }

@@ -4,7 +4,6 @@
 #define __SCX_ARENA_H
 
 #define SCX_ARENA_MAX_CPUS	64	/* CPUs beyond it run from the global DSQ */
-#define SCX_ARENA_BATCH		4	/* tasks a CPU moves from its map to its deque */
 
 /* One CPU's counters: only that CPU writes them. */
 struct scx_arena_cpu_stats {
@@ -18,7 +17,10 @@ struct scx_arena_cpu_stats {
 	__u64 stale;		/* entries of tasks that left the queue meanwhile: dropped */
 	__u64 kicks;		/* idle CPUs woken to come and steal */
 	__u64 moved;		/* dispatched tasks of another runqueue: via the global DSQ */
-	__u64 pad[6];		/* a CPU's counters on cache lines of their own */
+	__u64 preempted;	/* woken tasks that preempted the running one */
+	__u64 kept;		/* the running task still the earliest: another slice */
+	__u64 balanced;		/* busy CPUs that took another CPU's earlier task */
+	__u64 pad[3];		/* a CPU's counters on cache lines of their own */
 };
 
 struct scx_arena_stats {
