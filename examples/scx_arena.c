@@ -751,6 +751,40 @@ static void test_empty_reserve(struct sched *s)
 	pin_to(-1);
 }
 
+/*
+ * The policy, with margins for TCG (a vCPU can stall for milliseconds): nice shares
+ * within a quarter of the weights' ratio, equal spinners within a quarter of each other,
+ * and a woken task that preempts (the median delay a quarter of a slice: without
+ * preemption it is most of one, 7 to 19 ms).
+ */
+static void test_policy(struct sched *s)
+{
+	struct scx_arena_cpu_stats t0, t1;
+	struct policy pol;
+
+	sum_stats(s->stats, &t0);
+	measure_policy(&pol);
+	sum_stats(s->stats, &t1);
+	check(!pol.err, "policy_measured", "%s", pol.err ? strerror(-pol.err) : "");
+	for (int k = 0; k < NR_NICE; k++) {
+		double r = pol.nice[k] / nice_pairs[k].expect;
+		char name[32];
+
+		snprintf(name, sizeof(name), "nice_0_vs_%d", nice_pairs[k].nice);
+		check(r >= 0.75 && r <= 1.25, name,
+		      "CPU %.2fx, weights %.2fx (goal within 10%%, asserted within 25%%)",
+		      pol.nice[k], nice_pairs[k].expect);
+	}
+	check(pol.fair >= 0.75, "fairness",
+	      "%d equal spinners on %d CPUs, min/max CPU %.2f (goal 0.90, asserted 0.75), "
+	      "%llu taken from busier CPUs", nr_cpus + 1, nr_cpus, pol.fair,
+	      t1.balanced - t0.balanced);
+	check(pol.wake_p50 <= 5 && t1.preempted > t0.preempted, "wakeup_preempts",
+	      "a 5 ms sleeper among %d spinners wakes %.2f ms late at p50 (asserted <= 5), "
+	      "%.2f at p99; %llu preemptions", 2 * nr_cpus, pol.wake_p50, pol.wake_p99,
+	      t1.preempted - t0.preempted);
+}
+
 static int selftest(const char *path)
 {
 	struct scx_arena_cpu_stats t;
@@ -781,6 +815,7 @@ static int selftest(const char *path)
 	check(t.enqueued > 0 && t.dispatched + t.stolen > 0, "queues_used",
 	      "%llu through the B-trees, %llu dispatched from deques, %llu stolen",
 	      t.enqueued, t.dispatched, t.stolen);
+	test_policy(&s);
 	test_empty_reserve(&s);
 	sched_log(&s);
 	check(!s.stats->exit_kind, "no_error_exit", "%s %s", s.stats->exit_reason,
