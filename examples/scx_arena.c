@@ -783,14 +783,12 @@ static void test_policy(struct sched *s, const struct policy *base)
 		      pol.nice[k], nice_pairs[k].expect);
 	}
 	check(pol.fair >= 0.75, "fairness",
-	      "%d equal spinners on %d CPUs, min/max CPU %.2f (goal 0.90, asserted 0.75), "
-	      "%llu taken from busier CPUs", nr_cpus + 1, nr_cpus, pol.fair,
-	      t1.balanced - t0.balanced);
+	      "%d equal spinners on %d CPUs, min/max CPU %.2f (goal 0.90, asserted 0.75), %llu taken from busier CPUs",
+	      nr_cpus + 1, nr_cpus, pol.fair, t1.balanced - t0.balanced);
 	check(!base->err && pol.wake_p50 <= 2 * base->wake_p50 + 1 &&
 	      t1.preempted > t0.preempted, "wakeup_preempts",
-	      "a 5 ms sleeper among %d spinners wakes %.2f ms late at p50 (EEVDF %.2f: asserted "
-	      "at most 2x + 1 ms), %.2f at p99 (EEVDF %.2f); %llu preemptions", 2 * nr_cpus,
-	      pol.wake_p50, base->wake_p50, pol.wake_p99, base->wake_p99,
+	      "a 5 ms sleeper among %d spinners wakes %.2f ms late at p50 (EEVDF %.2f: asserted at most 2x + 1 ms), %.2f at p99 (EEVDF %.2f); %llu preemptions",
+	      2 * nr_cpus, pol.wake_p50, base->wake_p50, pol.wake_p99, base->wake_p99,
 	      t1.preempted - t0.preempted);
 }
 
@@ -930,9 +928,10 @@ static void print_policy(const struct policy *pol, int have_simple)
 
 		met &= r >= 0.9 && r <= 1.1 && (nice_pairs[k].nice != 10 || ours->nice[k] >= 8);
 	}
-	printf("scx_arena: policy goals %s (nice on one CPU; a 5 ms sleeper among %d spinners; "
-	       "%d spinners on %d CPUs)%s\n", met ? "met" : "NOT met", 2 * nr_cpus,
-	       nr_cpus + 1, nr_cpus, have_simple ? "" : "; without scx_simple, p99 unjudged");
+	printf(
+	       "scx_arena: policy goals %s (nice on one CPU; a 5 ms sleeper among %d spinners; %d spinners on %d CPUs)%s\n",
+	       met ? "met" : "NOT met", 2 * nr_cpus, nr_cpus + 1, nr_cpus,
+	       have_simple ? "" : "; without scx_simple, p99 unjudged");
 }
 
 static int demo(const char *path, const char *simple, int what)
