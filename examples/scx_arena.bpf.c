@@ -18,7 +18,9 @@
  *   earliest, so nice holds on a CPU of its own), this CPU's earliest waiting task, and
  *   another CPU's offer when that one is a slice earlier (so equal tasks get equal shares
  *   across CPUs). An idle CPU steals the earliest offer there is.
- * - A waking task that is earlier than the running one preempts it at once.
+ * - A waking task that is owed time preempts the running one at once (once that one has
+ *   run 1 ms; otherwise at the next tick), and each tick stops the running task when a
+ *   waiting one is 1 ms of virtual time earlier.
  * - The idle CPUs are an arena bitmap (ops.update_idle). A task offered to thieves wakes
  *   one of them to come and steal.
  * - A task that leaves the queue by another way (ops.dequeue) is not searched for: its
