@@ -129,12 +129,16 @@ static __always_inline struct arena_bitmap __arena *idle_cpus(void)
 	return (struct arena_bitmap __arena *)idle_map;
 }
 
+/* Time run, in virtual time: weighted by the inverse of the weight (100 at nice 0). */
+static __always_inline u64 weighted(u64 ran, u64 weight)
+{
+	return ran * 100 / (weight ? weight : 1);
+}
+
 /* The task's virtual time now: what it has been charged plus what it ran since. */
 static __always_inline u64 vtime_of(struct task_struct *p, struct task_ctx __arena *c)
 {
-	u64 ran = p->se.sum_exec_runtime - c->exec_start;
-
-	return c->vtime + ran * 100 / (p->scx.weight ? p->scx.weight : 1);
+	return c->vtime + weighted(p->se.sum_exec_runtime - c->exec_start, p->scx.weight);
 }
 
 /*
@@ -150,9 +154,7 @@ static __always_inline void wake_credit(struct task_ctx __arena *c, u64 floor)
 /* The virtual time of the task running on q now, estimated from when it started. */
 static __always_inline u64 curr_vtime_now(struct cpu_queue __arena *q)
 {
-	u64 ran = bpf_ktime_get_ns() - q->curr_start;
-
-	return q->curr_vtime + ran * 100 / (q->curr_weight ? q->curr_weight : 1);
+	return q->curr_vtime + weighted(bpf_ktime_get_ns() - q->curr_start, q->curr_weight);
 }
 
 s32 BPF_STRUCT_OPS(arena_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -448,7 +450,9 @@ void BPF_STRUCT_OPS(arena_running, struct task_struct *p)
 	struct cpu_queue __arena *q = queue_of(cpu);
 	struct task_ctx __arena *c = ctx_of(p);
 
-	if (!c || cpu >= SCX_ARENA_MAX_CPUS) {
+	if (cpu >= SCX_ARENA_MAX_CPUS)
+		return;
+	if (!c) {
 		q->running = 0;
 		return;
 	}

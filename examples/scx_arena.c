@@ -321,6 +321,15 @@ static int spin_cpu(struct spin_set *s, int sign)
 	return 0;
 }
 
+/* Kill and reap every child. */
+static void spin_stop(struct spin_set *s)
+{
+	for (int i = 0; i < s->n; i++)
+		kill(s->pid[i], SIGKILL);
+	for (int i = 0; i < s->n; i++)
+		waitpid(s->pid[i], NULL, 0);
+}
+
 /* Let the children settle, then measure them for ms; kill and reap them all. */
 static int spin_measure(struct spin_set *s, int ms)
 {
@@ -331,10 +340,7 @@ static int spin_measure(struct spin_set *s, int ms)
 	err = spin_cpu(s, -1);
 	usleep(ms * 1000);
 	err = err ?: spin_cpu(s, 1);
-	for (int i = 0; i < s->n; i++)
-		kill(s->pid[i], SIGKILL);
-	for (int i = 0; i < s->n; i++)
-		waitpid(s->pid[i], NULL, 0);
+	spin_stop(s);
 	return err;
 }
 
@@ -397,10 +403,7 @@ static int measure_wakeups(struct policy *pol)
 		pol->wake_p50 = late[WAKE_SAMPLES / 2];
 		pol->wake_p99 = late[(WAKE_SAMPLES * 99 + 99) / 100 - 1];
 	}
-	for (int i = 0; i < s.n; i++)
-		kill(s.pid[i], SIGKILL);
-	for (int i = 0; i < s.n; i++)
-		waitpid(s.pid[i], NULL, 0);
+	spin_stop(&s);
 	return err;
 }
 
