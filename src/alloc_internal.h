@@ -144,22 +144,106 @@ static __always_inline void arena_clear_bit(u64 __arena *words, u32 bit)
 #define ASAN_ENABLED	1
 
 /*
- * A block of slot bytes at addr handed out for size bytes: those valid, the rest not.
- * Inline (the shadow writes of asan.h): an allocation makes no call for it.
+ * A block of slot bytes at addr, all of it poisoned (never handed out, or freed), handed
+ * out for size bytes: those made valid, the rest left poisoned. Inline (the shadow
+ * writes of asan.h): an allocation makes no call for it.
  */
 static __always_inline int asan_hook_alloc(u64 addr, u64 size, u64 slot)
 {
 	return asan__alloc_hook(addr, size, slot);
 }
 
-/* A block of slot bytes at addr freed: its size kept for reports, the block poisoned. */
-int asan_hook_free(u64 addr, u64 slot);
 /*
- * The same, then the block parked in the quarantine, in one call: the block to free
- * now (the one that leaves the quarantine, or addr itself when it is off), or 0.
- * Without the sanitizer, addr.
+ * The runtime's state (src/asan.bpf.c), which the inline free hooks below update: the
+ * library's objects are linked with asan.bpf.o first, so these externs resolve on 6.12.
  */
-u64 asan_hook_park(u64 addr, u64 slot);
+extern struct asan_state __arena_global asan_state;
+extern u64 __arena_global asan_quarantine[ASAN_QUARANTINE_MAX];
+extern u64 __arena_global asan_freed[ASAN_FREED_SIZES];
+extern u64 __arena_global asan_freed_head;
+
+/*
+ * A live block of slot bytes at addr (granule aligned) freed: its requested size kept
+ * for reports, in the size word of its slack when it has room for one (written again:
+ * the program may have written over it), else in the ring of the latest frees; then its
+ * valid bytes poisoned (the first granule at least: it marks the block freed).
+ */
+static __always_inline void asan__free_poison(u64 addr, u64 slot)
+{
+	u32 size = asan__block_size(addr, slot), i;
+	u64 used = ((u64)size + ASAN_SHADOW_SCALE - 1) & ~(u64)ASAN_GRANULE_MASK;
+
+	if (used + ASAN_SHADOW_SCALE <= slot) {
+		*(u64 __arena *)(addr + slot - ASAN_SHADOW_SCALE) = asan__size_word(addr, size);
+	} else {
+		i = atomic_fetch_add(&asan_freed_head, 1);
+		WRITE_ONCE(asan_freed[i & (ASAN_FREED_SIZES - 1)], (u64)size << 32 | (u32)addr);
+		used = slot;	/* its size came from the shadow alone: all of it */
+	}
+	/* The slack is poisoned already (asan__alloc_hook): the bytes that were valid. */
+	asan__poison(addr, used ? used : ASAN_SHADOW_SCALE, ASAN_FREED);
+}
+
+/*
+ * A block of slot bytes at addr freed: its size kept for reports, the block poisoned.
+ * Inline, as the allocation hook: a free makes no call for it. One already poisoned as
+ * freed is left as it is (the allocator's free check reports it).
+ */
+static __always_inline int asan_hook_free(u64 addr, u64 slot)
+{
+	if (!addr || (addr & ASAN_GRANULE_MASK))
+		return -EINVAL;
+	if (asan_shadow_of(addr) != ASAN_FREED)
+		asan__free_poison(addr, slot);
+	return 0;
+}
+
+/* Take the next slot of a ring of len slots (len > 0): head holds it. */
+static __always_inline u32 asan__ring_next(u32 __arena *head, u32 len)
+{
+	u32 i = READ_ONCE(*head);
+
+	if (i >= len)
+		i = 0;
+	WRITE_ONCE(*head, i + 1);
+	return i;
+}
+
+/*
+ * The same for a block the caller checked (asan_hook_freed() said no), then parked in
+ * the quarantine: the block to free now (the one that leaves the quarantine, or addr
+ * itself when it is off), or 0. Without the sanitizer, addr. A ring per size (asan.h):
+ * a block waits for as many frees of its size as its ring has slots, and the memory held
+ * back stays bounded.
+ */
+static __always_inline u64 asan_hook_park(u64 addr, u64 slot)
+{
+	struct asan_state __arena *st = &asan_state;
+	u32 len = READ_ONCE(st->quarantine_len), i;
+
+	if (!addr || (addr & ASAN_GRANULE_MASK))
+		return addr;
+	asan__free_poison(addr, slot);
+	if (!len || len > ASAN_QUARANTINE_SMALL_MAX)
+		return addr;
+	/*
+	 * A head is the ring's next slot, wrapped by a compare (a division costs more). The
+	 * heads need no atomic: two frees that read the same head swap with the same slot
+	 * one after the other, and each gets the block before it, so none is lost.
+	 */
+	if (slot <= ASAN_QUARANTINE_SMALL_SLOT) {
+		i = asan__ring_next(&st->quarantine_head, len);
+	} else if (slot <= HEAP_MEDIUM_MAX) {
+		i = ASAN_QUARANTINE_SMALL_MAX +
+		    asan__ring_next(&st->quarantine_medium_head, len < ASAN_QUARANTINE_MEDIUM ?
+				    len : ASAN_QUARANTINE_MEDIUM);
+	} else {
+		i = ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE +
+		    asan__ring_next(&st->quarantine_large_head, ASAN_QUARANTINE_LARGE);
+	}
+	return xchg(&asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)], addr);
+}
+
 /* Take quarantine slot i (0 .. ASAN_QUARANTINE_MAX - 1): its block, or 0. */
 u64 asan_hook_quarantine_take(u32 i);
 /* Free reports, for asan_hook_bad_free(); depth is the caller's frame. */

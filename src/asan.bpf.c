@@ -228,7 +228,18 @@ static __always_inline void describe(struct asan_report __arena *r, u64 addr)
 	} else {
 		r->block_size = asan__block_size(start, slot);
 	}
-	if (r->kind == ASAN_USE_AFTER_FREE && !(r->flags & ASAN_F_FREED))
+	if (r->kind == ASAN_DOUBLE_FREE || r->kind == ASAN_INVALID_FREE)
+		return;
+	/*
+	 * The block decides, not the poison code: a live block's slack keeps whatever
+	 * poison its memory had (never allocated, or freed with a former, larger block). A
+	 * block with no valid byte was never handed out: the code stands.
+	 */
+	if (r->flags & ASAN_F_FREED)
+		r->kind = ASAN_USE_AFTER_FREE;
+	else if (r->block_size && addr >= start + r->block_size)
+		r->kind = ASAN_OUT_OF_BOUNDS;
+	else if (r->kind == ASAN_USE_AFTER_FREE)
 		r->kind = ASAN_WILD_ACCESS;
 }
 
@@ -358,73 +369,6 @@ __weak int asan_check_range(u64 addr, u64 size, int write)
 	return asan_access(addr, size, write ? ASAN_F_WRITE : 0, return_ip(2), false);
 }
 
-/*
- * A block of slot bytes at addr freed: its requested size noted for later reports, the
- * block poisoned. Already poisoned as freed: nothing to do (the free check reports).
- */
-static __always_inline int free_poison(u64 addr, u64 slot)
-{
-	u64 __arena *word;
-	u64 used;
-	u32 size, i;
-
-	if (!addr || (addr & ASAN_GRANULE_MASK))
-		return -EINVAL;
-	if (*asan__shadow(addr) == ASAN_FREED)
-		return 0;
-	size = asan__block_size(addr, slot);
-	used = ((u64)size + ASAN_SHADOW_SCALE - 1) & ~(u64)ASAN_GRANULE_MASK;
-	if (used + ASAN_SHADOW_SCALE <= slot) {
-		/*
-		 * freed_size() reads the size word back: most blocks have one. Put it
-		 * right if the program wrote over it (the block is ours again now).
-		 */
-		word = (u64 __arena *)(addr + slot - ASAN_SHADOW_SCALE);
-		if (*word != asan__size_word(addr, size))
-			*word = asan__size_word(addr, size);
-	} else {
-		i = atomic_fetch_add(&asan_freed_head, 1);
-		WRITE_ONCE(asan_freed[i & (ASAN_FREED_SIZES - 1)], (u64)size << 32 | (u32)addr);
-	}
-	return asan__poison(addr, slot, ASAN_FREED);
-}
-
-__weak int asan_hook_free(u64 addr, u64 slot)
-{
-	return free_poison(addr, slot);
-}
-
-/*
- * Poison a freed block of size bytes and park it; returns the block that leaves the
- * quarantine (to be freed now), or 0. Large blocks have a few slots of their own at the
- * end, so that the chunks non-sleepable callers depend on do not all sit in the
- * quarantine.
- */
-__weak u64 asan_hook_park(u64 addr, u64 size)
-{
-	struct asan_state __arena *st = &asan_state;
-	u32 len = READ_ONCE(st->quarantine_len);
-	u64 i;
-
-	free_poison(addr, size);
-	if (!len || len > ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE)
-		return addr;
-	/*
-	 * The heads need no atomic: two frees that read the same head swap with the same
-	 * slot one after the other, and each gets the block before it, so none is lost.
-	 */
-	if (size > HEAP_MEDIUM_MAX) {
-		i = READ_ONCE(st->quarantine_large_head);
-		WRITE_ONCE(st->quarantine_large_head, i + 1);
-		i = ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE + i % ASAN_QUARANTINE_LARGE;
-	} else {
-		i = READ_ONCE(st->quarantine_head);
-		WRITE_ONCE(st->quarantine_head, i + 1);
-		i %= len;
-	}
-	return xchg(&asan_quarantine[i & (ASAN_QUARANTINE_MAX - 1)], addr);
-}
-
 /* Blocks in the quarantine now. */
 __weak int asan_quarantine_count(void)
 {
@@ -537,10 +481,8 @@ __weak int asan_init(struct asan_init_args *args)
 	if (args->quarantine == ~0u)
 		st->quarantine_len = 0;
 	else if (args->quarantine)
-		st->quarantine_len = args->quarantine <
-				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE ?
-				     args->quarantine :
-				     ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE;
+		st->quarantine_len = args->quarantine < ASAN_QUARANTINE_SMALL_MAX ?
+				     args->quarantine : ASAN_QUARANTINE_SMALL_MAX;
 	args->state = (u64)st;
 	asan_report_once = st->report_first;
 	err = asan_map_low(args->arena_globals_pages);

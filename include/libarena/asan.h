@@ -23,8 +23,8 @@
  * buddy_alloc(b, n) make exactly n bytes valid, the rest of the block poisoned;
  * arena_malloc asks for n + ASAN_REDZONE_SIZE bytes, so its p[n] is caught for every n up
  * to the largest buddy block less the redzone;
- * arena_free() poisons the block and parks it in a quarantine of ASAN_QUARANTINE_DEFAULT
- * blocks before it is really freed, so a late use is still caught; a double free and a
+ * arena_free() poisons the block and parks it in the quarantine (below) before it is
+ * really freed, so a late use is still caught; a double free and a
  * free of a pointer no allocator handed out are reported as such.
  *
  *   asan_init                SEC("syscall"), struct asan_init_args: options; user space
@@ -59,9 +59,22 @@
 /* Slack an allocation keeps after its requested size in the sanitizer build. */
 #define ASAN_REDZONE_SIZE	16
 
-#define ASAN_QUARANTINE_MAX	1024	/* blocks the quarantine can hold */
+/*
+ * The quarantine: a ring per size, so that the memory it holds back stays bounded (a
+ * byte budget, as the kernel's KASAN and user-space ASan have) and the allocators'
+ * working set with it. Blocks of up to ASAN_QUARANTINE_SMALL_SLOT bytes wait in a ring
+ * of quarantine_len slots (default ASAN_QUARANTINE_DEFAULT: 64 KiB at most); larger ones
+ * up to HEAP_MEDIUM_MAX in one of ASAN_QUARANTINE_MEDIUM (or quarantine_len, if fewer):
+ * 2 MiB at most; larger still in one of ASAN_QUARANTINE_LARGE.
+ */
+#define ASAN_QUARANTINE_MAX	1024	/* slots of all three rings */
 #define ASAN_QUARANTINE_DEFAULT	256
-#define ASAN_QUARANTINE_LARGE	2	/* of them blocks beyond HEAP_MEDIUM_MAX, apart */
+#define ASAN_QUARANTINE_SMALL_SLOT	256
+#define ASAN_QUARANTINE_MEDIUM	32
+#define ASAN_QUARANTINE_LARGE	2
+/* The small ring's largest length: the medium and large rings' slots follow it. */
+#define ASAN_QUARANTINE_SMALL_MAX	\
+	(ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_MEDIUM - ASAN_QUARANTINE_LARGE)
 /*
  * The sizes of the latest frees, for reports on freed blocks. Kept by the runtime, not
  * in the block, where a use after free could overwrite it; a block freed longer ago
@@ -122,10 +135,11 @@ struct asan_state {
 	u64 nr_reports;		/* made since asan_init */
 	u64 printed;		/* user space: reports printed so far */
 	u64 false_alarms;	/* compiler checks the exact check cleared (unaligned) */
-	u32 quarantine_len;	/* blocks held before reuse, <= ASAN_QUARANTINE_MAX */
-	u32 pad;
-	u64 quarantine_head;
-	u64 quarantine_large_head;
+	u32 quarantine_len;	/* the small ring's slots, <= ASAN_QUARANTINE_SMALL_MAX */
+	/* Each ring's next slot (small, medium, large). */
+	u32 quarantine_head;
+	u32 quarantine_medium_head;
+	u32 quarantine_large_head;
 	u64 shadow_pages;	/* shadow pages mapped */
 	u64 low_pages;		/* arena pages from 0 whose shadow is mapped */
 	struct asan_report reports[ASAN_MAX_REPORTS];	/* report n at n % MAX */
@@ -182,27 +196,56 @@ static __always_inline u64 asan__word(s8 val)
 	return word | word << 32;
 }
 
+/* Eight shadow words from w on. */
+static __always_inline void asan__fill_8(u64 __arena *w, u64 word)
+{
+	w[0] = word;
+	w[1] = word;
+	w[2] = word;
+	w[3] = word;
+	w[4] = word;
+	w[5] = word;
+	w[6] = word;
+	w[7] = word;
+}
+
 /*
- * Write words 8-byte words from sp: eight to a round, as a loop round costs more than
- * its store (a 4 KiB block's shadow is 64 words).
+ * Write words 8-byte words from sp, with few loop rounds, as a round costs more than its
+ * stores (a 4 KiB block's shadow is 64 words): under eight, a 4-, a 2- and a 1-word run
+ * as the count's bits say; from eight on, sixteen to a round, then eight, then the last
+ * eight (overlapping words written, with the same value).
  */
 static __always_inline void asan__fill_words(u64 sp, u64 words, u64 word)
 {
+	u64 __arena *w = (u64 __arena *)sp;
 	u64 i;
 
-	for (i = zero; i + 8 <= words && can_loop; i += 8) {
-		barrier_var(i);		/* as in asan__valid_bytes() */
-		((u64 __arena *)sp)[i] = word;
-		((u64 __arena *)sp)[i + 1] = word;
-		((u64 __arena *)sp)[i + 2] = word;
-		((u64 __arena *)sp)[i + 3] = word;
-		((u64 __arena *)sp)[i + 4] = word;
-		((u64 __arena *)sp)[i + 5] = word;
-		((u64 __arena *)sp)[i + 6] = word;
-		((u64 __arena *)sp)[i + 7] = word;
+	if (words < 8) {
+		if (words & 4) {
+			w[0] = word;
+			w[1] = word;
+			w[2] = word;
+			w[3] = word;
+			w += 4;
+		}
+		if (words & 2) {
+			w[0] = word;
+			w[1] = word;
+			w += 2;
+		}
+		if (words & 1)
+			w[0] = word;
+		return;
 	}
-	for (; i < words && can_loop; i++)
-		((u64 __arena *)sp)[i] = word;
+	for (i = zero; i + 16 <= words && can_loop; i += 16) {
+		barrier_var(i);		/* as in asan__valid_bytes() */
+		asan__fill_8(w + i, word);
+		asan__fill_8(w + i + 8, word);
+	}
+	if (i + 8 <= words)
+		asan__fill_8(w + i, word);
+	if (i + 8 != words)
+		asan__fill_8(w + words - 8, word);
 }
 
 /*
@@ -304,7 +347,7 @@ static __always_inline u32 asan__block_size(u64 start, u32 slot)
 		if (t == asan__size_word(start, n) && n && used + ASAN_SHADOW_SCALE <= slot) {
 			last = *asan__shadow(start + used - ASAN_SHADOW_SCALE);
 			if (last == (s8)(n & ASAN_GRANULE_MASK) &&
-			    *asan__shadow(start + used) == ASAN_REDZONE)
+			    *asan__shadow(start + used) < 0)
 				return n;
 		}
 	}
@@ -313,7 +356,10 @@ static __always_inline u32 asan__block_size(u64 start, u32 slot)
 
 /*
  * The allocation hook, inline so that it adds no call frame (6.12 allows 8): a block of
- * slot bytes at addr handed out for size bytes (valid, the rest redzone).
+ * slot bytes at addr, all of it poisoned (memory the allocator never handed out, or a
+ * freed block), handed out for size bytes: those made valid. The rest keeps its poison,
+ * whichever code it has: the block, not the code, tells a report it is out of bounds
+ * (half the shadow writes of poisoning the slack again).
  */
 static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
 {
@@ -321,8 +367,6 @@ static __always_inline int asan__alloc_hook(u64 addr, u64 size, u64 slot)
 
 	if (asan__unpoison(addr, size))
 		return -EINVAL;
-	if (slot > used)
-		asan__poison(addr + used, slot - used, ASAN_REDZONE);
 	if (slot >= used + ASAN_SHADOW_SCALE)
 		*(u64 __arena *)(addr + slot - ASAN_SHADOW_SCALE) = asan__size_word(addr, size);
 	return 0;

@@ -74,9 +74,13 @@ static __always_inline u64 alloc_run(struct buddy __arena *b, u64 size)
 		bpf_arena_free_pages(&arena, run, pages);
 		return 0;
 	}
-	/* The header page is a redzone before the run, the slack of its last page after. */
+	/*
+	 * The header page is a redzone before the run, the slack of its last page after:
+	 * the whole run poisoned (its shadow may say valid, from a run freed there), then
+	 * the allocation hook makes the requested bytes valid.
+	 */
 	asan_hook_map(addr, (u64)pages * 4096, 0);
-	asan_hook_poison((u64)run, 4096, ASAN_REDZONE);
+	asan_hook_poison((u64)run, (u64)pages * 4096, ASAN_REDZONE);
 	asan_hook_alloc(addr + 4096, size, (u64)(pages - 1) * 4096);
 	return addr + 4096;
 }
