@@ -166,7 +166,7 @@ extern u64 __arena_global asan_freed_head;
  * A live block of slot bytes at addr (granule aligned) freed: its requested size kept
  * for reports, in the size word of its slack when it has room for one (written again:
  * the program may have written over it), else in the ring of the latest frees; then its
- * valid bytes poisoned (the first granule at least: it marks the block freed).
+ * valid bytes poisoned (the first granule's code marks the block freed).
  */
 static __always_inline void asan__free_poison(u64 addr, u64 slot)
 {
@@ -180,8 +180,12 @@ static __always_inline void asan__free_poison(u64 addr, u64 slot)
 		WRITE_ONCE(asan_freed[i & (ASAN_FREED_SIZES - 1)], (u64)size << 32 | (u32)addr);
 		used = slot;	/* its size came from the shadow alone: all of it */
 	}
-	/* The slack is poisoned already (asan__alloc_hook): the bytes that were valid. */
-	asan__poison(addr, used ? used : ASAN_SHADOW_SCALE, ASAN_FREED);
+	/*
+	 * The slack is poisoned already (asan__alloc_hook): the bytes that were valid. A
+	 * block whose first granule is not valid (the program poisoned it) has no size to
+	 * go by: all of it.
+	 */
+	asan__poison(addr, used ? used : slot, ASAN_FREED);
 }
 
 /*
@@ -224,7 +228,11 @@ static __always_inline u64 asan_hook_park(u64 addr, u64 slot)
 	if (!addr || (addr & ASAN_GRANULE_MASK))
 		return addr;
 	asan__free_poison(addr, slot);
-	if (!len || len > ASAN_QUARANTINE_SMALL_MAX)
+	/*
+	 * A length written past asan_init's clamp shares slots with the other rings: the
+	 * exchange still loses no block.
+	 */
+	if (!len)
 		return addr;
 	/*
 	 * A head is the ring's next slot, wrapped by a compare (a division costs more). The

@@ -153,7 +153,7 @@ struct asan_init_args {
 	 */
 	u64 arena_globals_pages;
 	u32 report_first;	/* in: make only the first report */
-	u32 quarantine;		/* in: blocks held before reuse; 0: default; ~0u: none */
+	u32 quarantine;		/* in: the small ring's slots; 0: default; ~0u: none */
 	u64 state;		/* out: user address of struct asan_state */
 };
 
