@@ -242,9 +242,15 @@ static __always_inline u64 asan_hook_park(u64 addr, u64 slot)
 	if (slot <= ASAN_QUARANTINE_SMALL_SLOT) {
 		i = asan__ring_next(&st->quarantine_head, len);
 	} else if (slot <= HEAP_MEDIUM_MAX) {
-		i = ASAN_QUARANTINE_SMALL_MAX +
-		    asan__ring_next(&st->quarantine_medium_head, len < ASAN_QUARANTINE_MEDIUM ?
-				    len : ASAN_QUARANTINE_MEDIUM);
+		/*
+		 * A byte budget: blocks over 2 KiB wait for fewer frees. Each length wraps
+		 * the one head; a slot past the shorter one waits for a smaller block.
+		 */
+		if (len > ASAN_QUARANTINE_MEDIUM)
+			len = ASAN_QUARANTINE_MEDIUM;
+		if (slot > ASAN_QUARANTINE_MEDIUM_SLOT && len > ASAN_QUARANTINE_BIG)
+			len = ASAN_QUARANTINE_BIG;
+		i = ASAN_QUARANTINE_SMALL_MAX + asan__ring_next(&st->quarantine_medium_head, len);
 	} else {
 		i = ASAN_QUARANTINE_MAX - ASAN_QUARANTINE_LARGE +
 		    asan__ring_next(&st->quarantine_large_head, ASAN_QUARANTINE_LARGE);

@@ -64,13 +64,16 @@
  * byte budget, as the kernel's KASAN and user-space ASan have) and the allocators'
  * working set with it. Blocks of up to ASAN_QUARANTINE_SMALL_SLOT bytes wait in a ring
  * of quarantine_len slots (default ASAN_QUARANTINE_DEFAULT: 64 KiB at most); larger ones
- * up to HEAP_MEDIUM_MAX in one of ASAN_QUARANTINE_MEDIUM (or quarantine_len, if fewer):
- * 2 MiB at most; larger still in one of ASAN_QUARANTINE_LARGE.
+ * up to HEAP_MEDIUM_MAX in one of ASAN_QUARANTINE_MEDIUM (or quarantine_len, if fewer),
+ * of which blocks over ASAN_QUARANTINE_MEDIUM_SLOT use the first ASAN_QUARANTINE_BIG:
+ * 64 + 512 KiB at most; larger still in one of ASAN_QUARANTINE_LARGE.
  */
 #define ASAN_QUARANTINE_MAX	1024	/* slots of all three rings */
 #define ASAN_QUARANTINE_DEFAULT	256
 #define ASAN_QUARANTINE_SMALL_SLOT	256
 #define ASAN_QUARANTINE_MEDIUM	32
+#define ASAN_QUARANTINE_MEDIUM_SLOT	2048
+#define ASAN_QUARANTINE_BIG	8
 #define ASAN_QUARANTINE_LARGE	2
 /* The small ring's largest length: the medium and large rings' slots follow it. */
 #define ASAN_QUARANTINE_SMALL_MAX	\

@@ -19,8 +19,8 @@ static __always_inline u64 alloc_size(u64 size)
 	return size;
 }
 
-/* A buddy block for size bytes (asz with the redzone). */
-static __always_inline u64 malloc_large(u64 size, u64 asz)
+/* A buddy block for size bytes (asz with the redzone); *slot its bytes. */
+static __always_inline u64 malloc_large(u64 size, u64 asz, u64 *slot)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct buddy __arena *b;
@@ -52,7 +52,7 @@ static __always_inline u64 malloc_large(u64 size, u64 asz)
 			     "no room in the large allocator's chunks");
 		return 0;
 	}
-	asan_hook_alloc(addr, size, (u64)BUDDY_MIN_SIZE << order);
+	*slot = (u64)BUDDY_MIN_SIZE << order;
 	atomic_add(&g->large_allocs, 1);
 	return addr;
 }
@@ -78,7 +78,7 @@ static __always_inline u64 heap_alloc(struct arena_heap __arena *h, u32 cls)
 }
 
 /* A heap object for size bytes (with its redzone, asz: at most HEAP_MEDIUM_MAX). */
-static __always_inline u64 malloc_small(u64 size, u64 asz)
+static __always_inline u64 malloc_small(u64 size, u64 asz, u64 *slot)
 {
 	struct arena_heap_global __arena *g = &arena_heap_global;
 	struct arena_heap __arena *h;
@@ -86,12 +86,11 @@ static __always_inline u64 malloc_small(u64 size, u64 asz)
 	u32 cls;
 
 	cls = __heap_class(asz);
+	*slot = class_size(cls);
 	/* The sanitizer build's programs do not inline the fast path: it runs here. */
 	addr = ASAN_ENABLED ? __heap_malloc_fast(cls) : 0;
-	if (addr) {
-		asan_hook_alloc(addr, size, class_size(cls));
+	if (addr)
 		return addr;
-	}
 	h = heap_claim();
 	if (h) {
 		addr = heap_alloc(h, cls);
@@ -105,8 +104,20 @@ static __always_inline u64 malloc_small(u64 size, u64 asz)
 	}
 	if (!addr)
 		arena_stderr("arena_malloc: %llu bytes: the CPU's span reserve is empty", size);
+	return addr;
+}
+
+/* size bytes (asz with the redzone), from either allocator: the one hook of a malloc. */
+static __always_inline u64 malloc_hooked(u64 size, u64 asz)
+{
+	u64 addr, slot = 0;
+
+	if (asz > HEAP_MEDIUM_MAX)
+		addr = malloc_large(size, asz, &slot);
 	else
-		asan_hook_alloc(addr, size, class_size(cls));
+		addr = malloc_small(size, asz, &slot);
+	if (addr)
+		asan_hook_alloc(addr, size, slot);
 	return addr;
 }
 
@@ -120,9 +131,7 @@ __weak u64 arena_malloc_addr(u64 size)
 		return 0;
 	}
 	asz = alloc_size(size);
-	if (asz > HEAP_MEDIUM_MAX)
-		return malloc_large(size, asz);
-	return malloc_small(size, asz);
+	return malloc_hooked(size, asz);
 }
 
 /*
@@ -140,7 +149,7 @@ __weak u64 arena_malloc_small_addr(u64 size)
 		arena_stderr("arena_malloc: %llu bytes: not a size of the heaps", size);
 		return 0;
 	}
-	return malloc_small(size, asz);
+	return malloc_hooked(size, asz);
 }
 
 /* Why a pointer cannot be freed, or NULL. */
@@ -230,26 +239,19 @@ static __always_inline int heap_free(void __arena *ptr)
 }
 
 /*
- * __heap_free_check() says HEAP_FREE_OK: the same tests without their branches (each
- * term nonzero when one fails), as __heap_free_fast() makes them. For the sanitizer
- * build's free, which has no inlined fast path; a "no" asks __heap_free_check() why.
+ * __heap_free_check() says HEAP_FREE_OK: its tests without their branches, as
+ * __heap_free_fast() makes them. For the sanitizer build's free, which has no inlined
+ * fast path; a "no" asks __heap_free_check() why.
  */
 static __always_inline bool free_ok(struct arena_heap_span __arena *sp, u64 obj)
 {
-	u64 rel = (u32)obj & (HEAP_SPAN_SIZE - 1), size = sp->size, idx, bump, tag, bad;
+	u64 size = sp->size, bump = READ_ONCE(sp->bump);
 
-	idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;
-	bump = READ_ONCE(sp->bump);
-	tag = ((u32 __arena *)obj)[2] ^ HEAP_FREE_TAG ^ (u32)obj;	/* 0: free */
 	barrier_var(size);
 	barrier_var(bump);
-	barrier_var(tag);
-	bad = (sp->magic ^ HEAP_SPAN_MAGIC) | (sp->state ^ HEAP_SPAN_ACTIVE) |
-	      ((size - 1) >> 63) |			/* no object size */
-	      ((idx * size) ^ rel) |			/* not where an object starts */
-	      ((bump - 1 - idx) >> 63) |		/* never handed out */
-	      ((tag - 1) >> 63);			/* already free */
-	return !bad;
+	return !((sp->magic ^ HEAP_SPAN_MAGIC) | (sp->state ^ HEAP_SPAN_ACTIVE) |
+		 ((size - 1) >> 63) |			/* no object size */
+		 __heap_obj_bad(sp, obj, size, bump));
 }
 
 /*

@@ -134,6 +134,25 @@ static __always_inline void __heap_tag_free(u64 obj)
 	((u32 __arena *)obj)[2] = HEAP_FREE_TAG ^ (u32)obj;
 }
 
+/*
+ * The object tests of a free without their branches, for the fast paths: nonzero when
+ * obj is not where an object of size bytes starts, was never handed out (bump: the
+ * span's, read once by the caller), or is free already. A nonzero answer goes to
+ * __heap_free_check(), which says why.
+ */
+static __always_inline u64 __heap_obj_bad(struct arena_heap_span __arena *sp, u64 obj,
+					  u64 size, u64 bump)
+{
+	u64 rel = (u32)obj & (HEAP_SPAN_SIZE - 1), idx, tag;
+
+	idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;	/* < 2^14 */
+	tag = ((u32 __arena *)obj)[2] ^ HEAP_FREE_TAG ^ (u32)obj;	/* 0: free */
+	barrier_var(tag);
+	return ((idx * size) ^ rel) |		/* not where an object starts */
+	       ((bump - 1 - idx) >> 63) |	/* never handed out */
+	       ((tag - 1) >> 63);		/* already free */
+}
+
 /* Why obj of span sp cannot be freed (HEAP_FREE_OK: it can). */
 static __always_inline int __heap_free_check(struct arena_heap_span __arena *sp, u64 obj)
 {
@@ -268,7 +287,7 @@ static __always_inline u64 __heap_malloc_fast(u32 cls)
  */
 static __always_inline bool __heap_free_fast(u64 obj, u32 s)
 {
-	u64 rel, idx, used, bump, tag, listed, bad;
+	u64 used, bump, listed, bad;
 	struct arena_heap_span __arena *sp;
 	struct arena_heap __arena *h;
 	bool done = false;
@@ -280,19 +299,13 @@ static __always_inline bool __heap_free_fast(u64 obj, u32 s)
 	cpu = bpf_get_smp_processor_id();
 	h = __heap_enter_cpu(cpu);
 	if (h) {
-		rel = (u32)obj & (HEAP_SPAN_SIZE - 1);
-		idx = ((rel >> 4) * sp->recip) >> HEAP_RECIP_SHIFT;	/* < 2^14 */
 		used = sp->used;
 		bump = sp->bump;
-		tag = ((u32 __arena *)obj)[2] ^ HEAP_FREE_TAG ^ (u32)obj;	/* 0: free */
 		listed = sp->listed & 1;
 		barrier_var(used);
 		barrier_var(bump);
-		barrier_var(tag);
 		bad = (sp->owner ^ (cpu * HEAP_LEVELS + 1)) |	/* not ours, or not active */
-		      ((idx * sp->size) ^ rel) |		/* not where an object starts */
-		      ((bump - 1 - idx) >> 63) |		/* never handed out */
-		      ((tag - 1) >> 63) |			/* already free */
+		      __heap_obj_bad(sp, obj, sp->size, bump) |
 		      (READ_ONCE(sp->remote) >> 63) |		/* parked full */
 		      ((used - 1) >> 63) |			/* nothing out: damaged */
 		      ((((used ^ 1) - 1) >> 63) & listed);	/* the last of a listed span */
