@@ -143,8 +143,8 @@ ASAN_BENCH_OBJS := $(patsubst $(LIBARENA_DIR)/bench/%.bpf.c,$(OUTPUT)/asan/bench
 	$(BENCH_SRCS))
 
 # Each part is built when its sources are there, so that every prefix of the patch
-# series builds (make check-series): the first patch has no library source yet, the
-# runner comes with the heap.
+# series builds (make check-series): the first patch has no library source yet, and the
+# runner and the host tests come before any allocator.
 BENCH_BINS := $(patsubst $(LIBARENA_DIR)/bench/%.c,$(OUTPUT)/bench/%,$(filter-out %.bpf.c, \
 	$(wildcard $(LIBARENA_DIR)/bench/*.c)))
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
+#include <libarena/heap.h>
 
 enum { ALLOC_HEAP, ALLOC_BUDDY, ALLOC_OBJ, ALLOC_HASH, NR_ALLOCS };
 static const char *const alloc_names[] = { "heap", "buddy", "obj_new", "hashmap" };

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * The buddy allocator: life cycle, every order, odd sizes, alignment, scrambled frees back
- * to a clean state, exhaustion and recovery, page runs, every bad input, arena_malloc and
- * friends, and a parallel stress test. Each test makes its own allocator.
+ * to a clean state, exhaustion and recovery, page runs, every bad input, and a parallel
+ * stress test. Each test makes its own allocator (arena_malloc's tests: test_heap.bpf.c).
  */
-#include <libarena/common.h>
+#include <libarena/log.h>
 #include <libarena/buddy.h>
 #include <libarena/test.h>
 
@@ -139,9 +139,9 @@ int test_buddy_default_global(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(buddy_destroy(&buddy), 0);
 	ARENA_ASSERT_EQ(arena_buddy_setup(), 0);
 	ARENA_ASSERT_EQ(arena_buddy_is_ready(), 1);
-	p = arena_malloc(200000);
+	p = buddy_alloc(&buddy, 200000);
 	ARENA_ASSERT(p);
-	arena_free(p);
+	ARENA_ASSERT_EQ(buddy_free(&buddy, p), 0);
 	/* Any other allocator is initialised once. */
 	ARENA_ASSERT_EQ(fresh(&tb), 0);
 	ARENA_ASSERT_EQ(buddy_init(&tb), -EBUSY);
@@ -683,37 +683,6 @@ int parallel_test_buddy_lock_retry__fini(struct arena_test_ctx *ctx)
 	ARENA_ASSERT_EQ(buddy_free(b, (void __arena *)retry_block), 0);
 	ARENA_ASSERT_EQ(blocks_in_use(b), 0);
 	ARENA_ASSERT_EQ(buddy_destroy(b), 0);
-	return 0;
-}
-
-SEC("syscall")
-int test_arena_malloc_calloc_memset(struct arena_test_ctx *ctx)
-{
-	u8 __arena *p, *q;
-	u64 i;
-
-	p = arena_malloc(300);
-	ARENA_ASSERT(p);
-	ARENA_ASSERT_EQ(arena_memset(p, 0xab, 300), 0);
-	for (i = zero; i < 300 && can_loop; i++)
-		ARENA_ASSERT_EQ(p[i], 0xab);
-	ARENA_ASSERT_EQ(arena_memset(p + 3, 0x11, 5), 0);		/* unaligned */
-	ARENA_ASSERT_EQ(p[2], 0xab);
-	ARENA_ASSERT_EQ(p[3], 0x11);
-	ARENA_ASSERT_EQ(p[7], 0x11);
-	ARENA_ASSERT_EQ(p[8], 0xab);
-	ARENA_ASSERT_EQ(arena_free(p), 0);
-	/* The same block comes back dirty from malloc, clean from calloc. */
-	q = arena_calloc(30, 10);
-	ARENA_ASSERT(q);
-	for (i = zero; i < 300 && can_loop; i++)
-		ARENA_ASSERT_EQ(q[i], 0);
-	ARENA_ASSERT_EQ(arena_free(q), 0);
-	ARENA_ASSERT_EQ(arena_free(q), -EINVAL);
-	ARENA_ASSERT_EQ(arena_free(NULL), 0);
-	ARENA_ASSERT(!arena_calloc(1ull << 33, 1ull << 33));		/* overflows */
-	ARENA_ASSERT(!arena_malloc(0));
-	ARENA_ASSERT_EQ(arena_memset(NULL, 0, 8), -EINVAL);
 	return 0;
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* The common layer: accessors, barriers, atomics on arena memory, arena_fls, info. */
-#include <libarena/common.h>
+#include <libarena/log.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";

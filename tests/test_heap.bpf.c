@@ -1399,3 +1399,52 @@ int heap_churn(struct heap_counts *c)
 	}
 	return 0;
 }
+
+SEC("syscall")
+int test_arena_malloc_calloc_memset(struct arena_test_ctx *ctx)
+{
+	u8 __arena *p, *q;
+	u64 i;
+
+	p = arena_malloc(300);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(arena_memset(p, 0xab, 300), 0);
+	for (i = zero; i < 300 && can_loop; i++)
+		ARENA_ASSERT_EQ(p[i], 0xab);
+	ARENA_ASSERT_EQ(arena_memset(p + 3, 0x11, 5), 0);		/* unaligned */
+	ARENA_ASSERT_EQ(p[2], 0xab);
+	ARENA_ASSERT_EQ(p[3], 0x11);
+	ARENA_ASSERT_EQ(p[7], 0x11);
+	ARENA_ASSERT_EQ(p[8], 0xab);
+	ARENA_ASSERT_EQ(arena_free(p), 0);
+	/* The same block comes back dirty from malloc, clean from calloc. */
+	q = arena_calloc(30, 10);
+	ARENA_ASSERT(q);
+	for (i = zero; i < 300 && can_loop; i++)
+		ARENA_ASSERT_EQ(q[i], 0);
+	ARENA_ASSERT_EQ(arena_free(q), 0);
+	ARENA_ASSERT_EQ(arena_free(q), -EINVAL);
+	ARENA_ASSERT_EQ(arena_free(NULL), 0);
+	ARENA_ASSERT(!arena_calloc(1ull << 33, 1ull << 33));		/* overflows */
+	ARENA_ASSERT(!arena_malloc(0));
+	ARENA_ASSERT_EQ(arena_memset(NULL, 0, 8), -EINVAL);
+	return 0;
+}
+
+/*
+ * Large sizes go to the default buddy allocator, which may be destroyed and set up again
+ * under the heaps (test_buddy_default_global does the rest of this).
+ */
+SEC("syscall")
+int test_heap_large_after_buddy_setup(struct arena_test_ctx *ctx)
+{
+	void __arena *p;
+
+	ARENA_ASSERT_EQ(buddy_destroy(&buddy), 0);
+	ARENA_ASSERT_EQ(arena_buddy_setup(), 0);
+	ARENA_ASSERT_EQ(arena_buddy_is_ready(), 1);
+	p = arena_malloc(200000);
+	ARENA_ASSERT(p);
+	ARENA_ASSERT_EQ(arena_free(p), 0);
+	return 0;
+}

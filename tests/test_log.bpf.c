@@ -3,7 +3,7 @@
  * Logging: formats, bad arguments, truncation and accounting under concurrent writers.
  * tests/user_test.c drives log_lines to check order, content and overflow from user space.
  */
-#include <libarena/common.h>
+#include <libarena/log.h>
 #include <libarena/test.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";

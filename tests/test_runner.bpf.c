@@ -5,7 +5,7 @@
  * against what a test writes to stderr, and arena_buddy_reset before every test but
  * the allocator's own (this object opts in with LIBARENA_UPSTREAM_HARNESS).
  */
-#include <libarena/common.h>
+#include <libarena/log.h>
 #include <libarena/buddy.h>
 #include <libarena/test.h>
 

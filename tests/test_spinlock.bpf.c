@@ -6,7 +6,6 @@
  * some giving up after a few microseconds, with exact totals. And the owner lock, which
  * lets a section make global calls (its parallel test: parallel_test_btree_shared).
  */
-#include <libarena/common.h>
 #include <libarena/spinlock.h>
 #include <libarena/test.h>
 
@@ -58,7 +57,7 @@ int test_spin_lock_unlock(struct arena_test_ctx *ctx)
 	struct seen s = {};
 	int ret;
 
-	arena_memset(l, 0, sizeof(*l));
+	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	ARENA_ASSERT(!arena_spin_is_locked(l));
 	ret = arena_spin_lock(l);
 	ARENA_ASSERT_EQ(ret, 0);
@@ -108,7 +107,7 @@ int test_spin_lock_timeout(struct arena_test_ctx *ctx)
 	u64 start, waited;
 	int ret;
 
-	arena_memset(l, 0, sizeof(*l));
+	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	l->next = 1;					/* ticket 0 is held */
 	start = bpf_ktime_get_ns();
 	ret = arena_spin_lock_timeout(l, SHORT_NS);
@@ -165,7 +164,7 @@ int test_owner_lock(struct arena_test_ctx *ctx)
 	int ret, again, busy, call;
 	u32 held_by;
 
-	arena_memset(o, 0, sizeof(*o));
+	*o = (struct arena_owner)ARENA_OWNER_INIT;
 	owner_calls = 0;
 	ret = arena_owner_lock(o);
 	ARENA_ASSERT_EQ(ret, 0);
@@ -191,7 +190,7 @@ int test_owner_lock(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(!arena_spin_is_locked(&o->lock));
 
 	/* Ticket 0 held on another CPU, never let go. */
-	arena_memset(o, 0, sizeof(*o));
+	*o = (struct arena_owner)ARENA_OWNER_INIT;
 	o->lock.next = 1;
 	o->cpu = me + 1;
 	ret = arena_owner_lock_timeout(o, SHORT_NS);
@@ -217,7 +216,7 @@ int test_spin_lock_skips_only_marked(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
 
-	arena_memset(l, 0, sizeof(*l));
+	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	/* Ticket 5 held, 6 gave up, 7 waits, 8 gave up. */
 	l->state = 5 | ((1ull << 6) | (1ull << 8)) << 32;
 	l->next = 9;
@@ -237,7 +236,7 @@ int test_spin_lock_queue_full(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
 
-	arena_memset(l, 0, sizeof(*l));
+	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	l->next = ARENA_SPIN_QUEUE;
 	ASSERT_NOT_TAKEN(l, arena_spin_lock_timeout(l, 0), -ETIMEDOUT);
 	ARENA_ASSERT_EQ(l->next, ARENA_SPIN_QUEUE);
@@ -258,7 +257,7 @@ int test_spin_lock_wraps(struct arena_test_ctx *ctx)
 	arena_spinlock_t __arena *l = &tl;
 	int i, ret;
 
-	arena_memset(l, 0, sizeof(*l));
+	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	l->state = 0xfffffffeu;
 	l->next = 0xfffffffeu;
 	for (i = zero; i < 4 && can_loop; i++) {
@@ -291,7 +290,7 @@ int test_spin_lock_damaged(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
 
-	arena_memset(l, 0, sizeof(*l));
+	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	/* next behind served: the queue looks 2^32 - 1 long. */
 	l->state = 100;
 	l->next = 99;
@@ -327,7 +326,7 @@ int parallel_test_spin_counter__init(struct arena_test_ctx *ctx)
 {
 	int i;
 
-	arena_memset(&cnt_lock, 0, sizeof(cnt_lock));
+	cnt_lock = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
 	cnt_a = cnt_b = cnt_inside = cnt_overlaps = 0;
 	for (i = zero; i < CNT_THREADS && can_loop; i++)
 		cnt_done[i] = cnt_timeouts[i] = 0;

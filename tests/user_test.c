@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <libarena/userspace.h>
+#include <libarena/buddy.h>
 #include "host/check.h"
 
 struct log_lines_args {

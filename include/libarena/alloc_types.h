@@ -185,6 +185,28 @@ _Static_assert(HEAP_DESC_END - HEAP_DESC_START == HEAP_NR_SPANS * sizeof(struct 
 /* A free object's third 32-bit word: HEAP_FREE_TAG ^ its arena offset (double frees). */
 #define HEAP_FREE_TAG		0xf7eeb10cu
 
+/*
+ * What arena_heap_refill (heap.h) takes, from a program or from user space
+ * (libarena_heap_refill()): here, so that user space needs no BPF header.
+ */
+struct arena_heap_refill_args {
+	u32 nr_cpus;		/* in: CPUs to create heaps for; 0: as before (at least 1) */
+	u32 reserve_small;	/* in: spans per heap, 0 for the default */
+	u32 reserve_medium;
+	u32 high_water;		/* in: x the target, 0 for the default */
+	u32 reserve_large;	/* in: spare 512 KiB chunks for large sizes, 0: default 1 */
+	u32 purge_delay_ms;	/* in: see HEAP_PURGE_DELAY_MS, 0 for the default */
+	u32 reserve_rest;	/* in: see HEAP_RESERVE_REST, 0 keeps the default */
+	/*
+	 * in: pages of the program's arena globals, whose shadow the sanitizer build maps
+	 * (a checked access through an unmapped shadow page costs a page fault); 0:
+	 * ASAN_LOW_PAGES. libarena_heap_refill() counts them.
+	 */
+	u32 globals_pages;
+	u64 spans_mapped;	/* out: spans the allocator holds */
+	u64 pages_mapped;	/* out */
+};
+
 /* Counters of one heap, written only by the heap's user (sum them for the totals). */
 struct arena_heap_stats {
 	u64 allocs;

@@ -39,7 +39,6 @@
 
 #include <libarena/base.h>
 #include <libarena/log.h>
-#include <libarena/heap.h>
 
 struct arena_test_ctx {
 	u32 nr_cpus;		/* online CPUs the runner sees */

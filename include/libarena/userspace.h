@@ -43,7 +43,7 @@
 #include <stdio.h>
 #include <libarena/base.h>
 #include <libarena/log.h>
-#include <libarena/heap.h>
+#include <libarena/alloc_types.h>
 #include <libarena/asan.h>
 
 struct bpf_object;

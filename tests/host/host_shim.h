@@ -42,7 +42,9 @@ static inline uint32_t bpf_get_smp_processor_id(void)
 	return cpu < 0 ? 0 : cpu;
 }
 
-#include <libarena/common.h>
+#include <libarena/base.h>
+#include <libarena/log.h>
+#include <libarena/spinlock.h>
 
 /*
  * The arena kfuncs over mmap: pages at a given address of the arena, or anywhere in its

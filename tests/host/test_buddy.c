@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <libarena/common.h>
+#include <libarena/buddy.h>
 #include "check.h"
 
 char libarena_host_arena;

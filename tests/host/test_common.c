@@ -2,7 +2,7 @@
 /* The common layer compiled natively: arena_fls, atomics and ordering under threads. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <libarena/common.h>
+#include <libarena/spinlock.h>
 #include "check.h"
 
 static int test_fls(void)

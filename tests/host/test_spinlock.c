@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <libarena/common.h>
 #include <libarena/spinlock.h>
 #include "check.h"
 

@@ -5,7 +5,7 @@
  * when the call is on a path that never runs. The runner checks the verifier log says:
  * expect-load-fail: program must be sleepable to call sleepable kfunc bpf_arena_alloc_pages
  */
-#include <libarena/common.h>
+#include <libarena/base.h>
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
