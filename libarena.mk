@@ -110,8 +110,9 @@ EXAMPLE_BINS += $(if $(SCHED_EXT),$(if $(KSRC),$(call present, \
 # make deps installs it for 22 only, and scx_simple is the baseline, not our code, so
 # every cell builds it with 22.
 SCX_LLVM ?= -22
-# The sanitizer build of the schedulers: their test runs it too.
-ASAN_EXAMPLE_OBJS := $(patsubst %,$(OUTPUT)/asan/examples/%.bpf.o,$(filter scx_%,$(EXAMPLE_NAMES)))
+# The sanitizer build of the schedulers and the tracer: their tests run it too.
+ASAN_EXAMPLE_OBJS := $(patsubst %,$(OUTPUT)/asan/examples/%.bpf.o,$(filter scx_% kmemtrace, \
+	$(EXAMPLE_NAMES)))
 
 LOAD_FAIL_SRCS := $(sort $(wildcard $(LIBARENA_DIR)/tests/load_fail/*.bpf.c))
 LOAD_FAIL_OBJS := $(patsubst $(LIBARENA_DIR)/tests/load_fail/%.bpf.c, \

@@ -121,5 +121,6 @@ part "examples"
 "$here/../examples/run-all.sh" "$build" || rc=1
 
 "$here/scheduler-test.sh" "$build" || rc=1
+"$here/tracer-test.sh" "$build" || rc=1
 part "end of the VM tests"
 exit $rc
