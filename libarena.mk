@@ -97,6 +97,8 @@ LIB_OBJ := $(OUTPUT)/libarena.bpf.o
 ASAN_LIB_OBJ := $(OUTPUT)/libarena_asan.bpf.o
 USER_LIB := $(OUTPUT)/libarena_user.a
 RUNNER := $(OUTPUT)/runner
+# User-space tools built with the library (tools/NAME.c -> NAME): arena-top.
+TOOL_BINS := $(patsubst $(LIBARENA_DIR)/tools/%.c,$(OUTPUT)/%,$(wildcard $(LIBARENA_DIR)/tools/*.c))
 TEST_OBJS := $(TEST_NAMES:%=$(OUTPUT)/tests/%.bpf.o)
 EXAMPLE_OBJS := $(EXAMPLE_NAMES:%=$(OUTPUT)/examples/%.bpf.o)
 EXAMPLE_BINS := $(patsubst $(LIBARENA_DIR)/examples/%.c,$(OUTPUT)/examples/%, \
@@ -160,7 +162,7 @@ tests: $(TEST_OBJS) $(LOAD_FAIL_OBJS) \
 	$(call present,$(LIBARENA_DIR)/tests/user_test.c,$(USER_TEST)) \
 	$(COST_OBJS) $(call present,$(LIBARENA_DIR)/tests/verifier_cost.c,$(COST_TOOL))
 runner: $(call present,$(LIBARENA_DIR)/tests/runner.c,$(RUNNER))
-examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS)
+examples: $(EXAMPLE_OBJS) $(EXAMPLE_BINS) $(TOOL_BINS)
 
 print-bpf-cflags:
 	@echo $(BPF_CFLAGS)
@@ -356,6 +358,9 @@ $(USER_LIB): $(patsubst $(LIBARENA_DIR)/userspace/%.c,$(OUTPUT)/user/%.o,$(USER_
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(RUNNER): $(LIBARENA_DIR)/tests/runner.c $(USER_LIB) $(LIBBPF_A)
+	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
+
+$(TOOL_BINS): $(OUTPUT)/%: $(LIBARENA_DIR)/tools/%.c $(USER_LIB) $(LIBBPF_A)
 	$(Q)$(HOSTCC) $(USER_CFLAGS) $(WARN_CFLAGS) $< -o $@ $(USER_LIB) $(USER_LIBS)
 
 clean:

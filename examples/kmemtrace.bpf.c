@@ -7,15 +7,17 @@
  *
  *   arena  a record per allocation from arena_malloc, found by address through the
  *          library's hash map, a record per call site, and a B-tree of the records by
- *          age; user space reads all of it in place through the arena's mapping
+ *          age per CPU; user space reads all of it in place through the arena's mapping
  *   maps   what a tracing user writes today: a preallocated BPF hash map of records by
  *          address and one of call sites, read with batch lookups
  *
  * Tracepoints fire in any context, interrupts included, on every CPU at once. The hash
- * maps need no lock of ours; the tree by age is serialised by an owner lock, which
- * refuses at once a program that interrupted its holder (and gives up on a long wait):
- * the record then waits in a queue (the library's MPSC queue) for the lock's next
- * holder to insert or remove it, so no event is lost to the lock.
+ * maps need no lock of ours. A record goes into the tree of the CPU that allocated it,
+ * so that CPUs share a tree only for frees of each other's allocations; each tree is
+ * serialised by an owner lock, which refuses at once a program that interrupted its
+ * holder (and gives up on a long wait): the record then waits in a queue (the library's
+ * MPSC queue) for the lock's next holder to insert or remove it, so no event is lost
+ * to the lock.
  */
 #include <libarena/common.h>
 #include <libarena/hashmap.h>
@@ -26,9 +28,24 @@
 char _license[] SEC("license") = "GPL";	/* tracing helpers and the arena kfuncs */
 
 struct kmt_state __arena_global kmt;
-struct arena_owner __arena_global kmt_age_lock;
-struct mpsc_queue __arena_global kmt_inserts;	/* records to put into the tree by age */
-struct mpsc_queue __arena_global kmt_removals;	/* freed records to take out of it */
+/* A CPU's tree by age: its lock, and what waits for the lock's next holder. */
+struct kmt_part {
+	struct arena_owner lock;
+	struct mpsc_queue inserts;	/* records to put into the tree */
+	struct mpsc_queue removals;	/* freed records to take out of it */
+};
+
+struct kmt_part __arena_global kmt_part[KMT_MAX_CPUS];
+
+static __always_inline struct kmt_part __arena *part_of(u32 cpu)
+{
+	return &kmt_part[cpu & (KMT_MAX_CPUS - 1)];
+}
+
+static __always_inline struct btree __arena *tree_of(u32 cpu)
+{
+	return (struct btree __arena *)kmt.age[cpu & (KMT_MAX_CPUS - 1)];
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -72,28 +89,34 @@ SEC("syscall")
 int kmt_setup(struct kmt_setup *args)
 {
 	struct hmap __arena *live, *sites;
-	struct btree __arena *age;
+	struct btree __arena *t;
+	u32 c, n = args->nr_cpus;
 
 	if (kmt.live)
 		return -EBUSY;
+	if (!n || n > KMT_MAX_CPUS)
+		return -EINVAL;
 	kmt.heap_before = arena_heap_outstanding();
 	/* Small, then grown here (sleepable): no insert in a tracepoint pays for growth. */
 	live = hmap_create(64);
 	sites = hmap_create(64);
-	age = bt_create();
-	if (!live || !sites || !age || hmap_reserve(live, 4 * KMT_MAP_ENTRIES) ||
+	if (!live || !sites || hmap_reserve(live, 4 * KMT_MAP_ENTRIES) ||
 	    hmap_reserve(sites, KMT_MAP_SITES)) {
 		if (live)
 			hmap_destroy(live);
 		if (sites)
 			hmap_destroy(sites);
-		if (age)
-			bt_destroy(age);
 		return -ENOMEM;
 	}
 	kmt.live = (u64)live;
 	kmt.sites = (u64)sites;
-	kmt.age = (u64)age;
+	for (c = zero; c < n && can_loop; c++) {
+		t = bt_create();
+		if (!t)
+			return -ENOMEM;		/* kmt_teardown frees what was made */
+		kmt.age[c & (KMT_MAX_CPUS - 1)] = (u64)t;
+		kmt.nr_cpus = c + 1;
+	}
 	kmt.seq = 1;
 	WRITE_ONCE(kmt.ready, 1);
 	args->state = (u64)&kmt;
@@ -123,14 +146,14 @@ static __always_inline void queue(struct mpsc_queue __arena *q, struct kmt_rec _
  * record freed while it waited to go in is freed here; one the tree has no room for
  * stays out of it (outstanding all the same: the hash map holds it).
  */
-static __always_inline void drain_queues(struct btree __arena *age)
+static __always_inline void drain_queues(struct kmt_part __arena *p, struct btree __arena *age)
 {
 	struct mpsc_node __arena *n;
 	struct kmt_rec __arena *r;
 	u32 i;
 
 	for (i = zero; i < 256 && can_loop; i++) {
-		if (mpsc_pop(&kmt_inserts, &n))
+		if (mpsc_pop(&p->inserts, &n))
 			break;
 		r = rec_of(n);
 		if (cmpxchg(&r->state, KMT_QUEUED, KMT_IN_TREE) == KMT_QUEUED)
@@ -139,7 +162,7 @@ static __always_inline void drain_queues(struct btree __arena *age)
 			arena_free(r);
 	}
 	for (i = zero; i < 256 && can_loop; i++) {
-		if (mpsc_pop(&kmt_removals, &n))
+		if (mpsc_pop(&p->removals, &n))
 			break;
 		r = rec_of(n);
 		bt_remove(age, r->seq);
@@ -178,31 +201,34 @@ static __always_inline struct kmt_site __arena *site_of(u64 site)
 /* A record that leaves the tracer: its site's figures and the tree by age. */
 static __always_inline void rec_end(struct kmt_rec __arena *r)
 {
+	struct btree __arena *age;
 	struct kmt_site __arena *s;
-	u64 v;
+	struct kmt_part __arena *p;
 
-	if (!hmap_lookup(HMAP(kmt.sites), r->site, &v)) {
-		s = (struct kmt_site __arena *)v;
-		atomic_add(&s->bytes, -(s64)r->bytes);
-		atomic_add(&s->count, -1);
-	}
+	s = (struct kmt_site __arena *)r->site_rec;
+	atomic_add(&s->bytes, -(s64)r->bytes);
+	atomic_add(&s->count, -1);
 	atomic_add(&kmt.arena.freed, 1);
-	if (arena_owner_lock(&kmt_age_lock)) {
+	p = part_of(r->cpu);
+	age = tree_of(r->cpu);
+	if (arena_owner_lock(&p->lock)) {
 		/* Not in the tree yet: the insert's drain frees it. Else the lock's holder. */
 		if (cmpxchg(&r->state, KMT_QUEUED, KMT_FREED) != KMT_QUEUED)
-			queue(&kmt_removals, r);
+			queue(&p->removals, r);
 		return;
 	}
-	drain_queues((struct btree __arena *)kmt.age);
-	bt_remove((struct btree __arena *)kmt.age, r->seq);
-	arena_owner_unlock(&kmt_age_lock);
+	drain_queues(p, age);
+	bt_remove(age, r->seq);
+	arena_owner_unlock(&p->lock);
 	arena_free(r);
 }
 
 static __always_inline void arena_alloc_event(void *ctx, u64 site, u64 ptr, u64 bytes)
 {
+	struct btree __arena *age;
 	struct kmt_rec __arena *r;
 	struct kmt_site __arena *s;
+	struct kmt_part __arena *p;
 	u64 v;
 	int err;
 
@@ -222,11 +248,17 @@ static __always_inline void arena_alloc_event(void *ctx, u64 site, u64 ptr, u64 
 	r->addr = ptr;
 	r->bytes = bytes;
 	r->site = site;
+	r->site_rec = (u64)s;
 	r->ts = bpf_ktime_get_ns();
 	r->seq = atomic_fetch_add(&kmt.seq, 1);
 	r->stack_id = bpf_get_stackid(ctx, &kmt_stacks, 0);
 	r->cpu = bpf_get_smp_processor_id();
 	r->link = 0;
+	if (r->cpu >= kmt.nr_cpus) {	/* setup was told fewer CPUs than there are */
+		arena_free(r);
+		count_drop(&kmt.arena.drop_nomem);
+		return;
+	}
 	r->state = KMT_QUEUED;
 	/*
 	 * Nobody can free ptr before its allocation returns, so the record is ours until
@@ -246,14 +278,16 @@ static __always_inline void arena_alloc_event(void *ctx, u64 site, u64 ptr, u64 
 	atomic_add(&s->bytes, bytes);
 	atomic_add(&s->count, 1);
 	atomic_add(&s->allocs, 1);
-	if (arena_owner_lock(&kmt_age_lock)) {
-		queue(&kmt_inserts, r);
+	p = part_of(r->cpu);
+	if (arena_owner_lock(&p->lock)) {
+		queue(&p->inserts, r);
 		return;
 	}
-	drain_queues((struct btree __arena *)kmt.age);
+	age = tree_of(r->cpu);
+	drain_queues(p, age);
 	r->state = KMT_IN_TREE;
-	bt_insert((struct btree __arena *)kmt.age, r->seq, (u64)r, false);
-	arena_owner_unlock(&kmt_age_lock);
+	bt_insert(age, r->seq, (u64)r, false);
+	arena_owner_unlock(&p->lock);
 }
 
 static __always_inline void arena_free_event(u64 ptr)
@@ -297,14 +331,30 @@ int BPF_PROG(kmt_cache_free, unsigned long site, const void *ptr)
 	return 0;
 }
 
+/* What arena_heap_outstanding() says now: arena-top's figure is checked against it. */
+SEC("syscall")
+int kmt_outstanding(struct kmt_teardown *args)
+{
+	args->heap_after = arena_heap_outstanding();
+	return 0;
+}
+
 /* Detached: what waits in the queues goes into (or out of) the tree, for user space. */
 SEC("syscall")
 int kmt_flush(void *args)
 {
-	if (!kmt.live || arena_owner_lock(&kmt_age_lock))
-		return -EBUSY;
-	drain_queues((struct btree __arena *)kmt.age);
-	arena_owner_unlock(&kmt_age_lock);
+	struct kmt_part __arena *p;
+	u32 c;
+
+	if (!kmt.live)
+		return -EINVAL;
+	for (c = zero; c < kmt.nr_cpus && can_loop; c++) {
+		p = part_of(c);
+		if (arena_owner_lock(&p->lock))
+			return -EBUSY;
+		drain_queues(p, tree_of(c));
+		arena_owner_unlock(&p->lock);
+	}
 	return 0;
 }
 
@@ -317,10 +367,11 @@ int kmt_flush(void *args)
 SEC("syscall")
 __noasan int kmt_teardown(struct kmt_teardown *args)
 {
-	struct btree __arena *age = (struct btree __arena *)kmt.age;
 	struct hmap_cursor cur;
+	struct btree __arena *age;
+	struct kmt_part __arena *p;
 	u64 key, v;
-	u32 i;
+	u32 c, i;
 
 	/*
 	 * Not instrumented: the sanitizer build turns this zeroing into a call to its
@@ -331,19 +382,23 @@ __noasan int kmt_teardown(struct kmt_teardown *args)
 	if (!kmt.live)
 		return -EINVAL;
 	WRITE_ONCE(kmt.ready, 0);
-	if (arena_owner_lock(&kmt_age_lock))
-		return -EBUSY;
-	drain_queues(age);
-	for (i = zero; i < 1000000 && can_loop; i++) {
-		if (bt_pop_first(age, &key, &v))
-			break;
-		hmap_delete(HMAP(kmt.live), ((struct kmt_rec __arena *)v)->addr, NULL);
-		arena_free((void __arena *)v);
-		args->freed++;
+	for (c = zero; c < kmt.nr_cpus && can_loop; c++) {
+		p = part_of(c);
+		age = tree_of(c);
+		if (arena_owner_lock(&p->lock))
+			return -EBUSY;
+		drain_queues(p, age);
+		for (i = zero; i < 1000000 && can_loop; i++) {
+			if (bt_pop_first(age, &key, &v))
+				break;
+			hmap_delete(HMAP(kmt.live), ((struct kmt_rec __arena *)v)->addr, NULL);
+			arena_free((void __arena *)v);
+			args->freed++;
+		}
+		arena_owner_unlock(&p->lock);
+		if (bt_count(age) > 0)
+			return -EAGAIN;
 	}
-	arena_owner_unlock(&kmt_age_lock);
-	if (bt_count(age) > 0)
-		return -EAGAIN;
 	for (i = zero; i < KMT_MAX_SITES && can_loop; i++)
 		kmt.site_tab[i] = 0;
 	for (i = zero; i < 1000000 && can_loop; i++) {
@@ -353,9 +408,13 @@ __noasan int kmt_teardown(struct kmt_teardown *args)
 	}
 	hmap_destroy(HMAP(kmt.live));
 	hmap_destroy(HMAP(kmt.sites));
-	while (bt_destroy(age) == -EAGAIN && can_loop)
-		;
-	kmt.live = kmt.sites = kmt.age = 0;
+	for (c = zero; c < kmt.nr_cpus && can_loop; c++) {
+		age = tree_of(c);
+		while (bt_destroy(age) == -EAGAIN && can_loop)
+			;
+		kmt.age[c & (KMT_MAX_CPUS - 1)] = 0;
+	}
+	kmt.live = kmt.sites = 0;
 	args->heap_after = arena_heap_outstanding();
 	return 0;
 }

@@ -9,7 +9,9 @@
  *   2. the workload untraced, under the arena tracer and under the map tracer, in turn,
  *      three times: its slowdown under each (the cost per event), the events each
  *      dropped, the memory each used and the time one full report takes to read;
- *   3. checks: exact accounting (seen = outstanding + freed + dropped) for both, no
+ *   3. arena-top (tools/arena-top.c, next to the build's examples/) run on this process,
+ *      its figures checked against the program's own;
+ *   4. checks: exact accounting (seen = outstanding + freed + dropped) for both, no
  *      sanitizer report, every record freed at the end (the allocator back to its start).
  *
  * Prints "ok"/"FAIL" lines and "N passed, N failed"; exits non-zero on a failure.
@@ -179,20 +181,52 @@ static int by_ts(const void *a, const void *b)
 static struct site_row rows[KMT_MAP_SITES > KMT_MAX_SITES ? KMT_MAP_SITES : KMT_MAX_SITES];
 static struct kmt_rec recs[1 << 18];
 
+/* Append the records of one tree by age to recs[], leaf by leaf: 0 or -EFAULT. */
+static int tree_read(u64 tree, u32 *nr)
+{
+	struct btree *bt = (struct btree *)(uintptr_t)tree;
+	struct bt_node *n;
+	u32 hops = 0;
+
+	if (!in_arena(tree) || !bt->root)
+		return 0;
+	n = (struct bt_node *)(uintptr_t)bt->root;
+	for (u32 l = 0; l < BT_MAX_HEIGHT && in_arena((u64)(uintptr_t)n) && n->level > 0; l++)
+		n = (struct bt_node *)(uintptr_t)n->children[0];
+	for (; n && hops++ < (1u << 20); n = (struct bt_node *)(uintptr_t)n->next) {
+		if (!in_arena((u64)(uintptr_t)n) || n->level || n->nr > BT_MAX_KEYS)
+			return -EFAULT;
+		for (u32 k = 0; k < n->nr && *nr < ARRAY_SIZE(recs); k++) {
+			struct kmt_rec *r = (struct kmt_rec *)(uintptr_t)n->values[k];
+
+			if (in_arena((u64)(uintptr_t)r))
+				recs[(*nr)++] = *r;
+		}
+	}
+	return 0;
+}
+
+/* The oldest records of a report: the map tracer's after its sort, the arena's merged. */
+static struct kmt_rec oldest[4];
+static int nr_oldest;
+
 /*
  * Every call site and every outstanding record of the arena tracer into rows[] and
- * recs[], oldest first, straight from the arena: the sites from the table, the records
- * from the tree by age, leaf by leaf. Bounded whatever the arena holds: each pointer is
- * checked to be in the arena, each walk by the count it claims and the arrays' size.
+ * recs[], straight from the arena: the sites from the table, the records from each
+ * CPU's tree by age, leaf by leaf (each CPU's run oldest first, so the oldest of all
+ * are a merge of the runs' heads: no sort). Bounded whatever the arena holds: each
+ * pointer is checked to be in the arena, each walk by a hop count and the arrays' size.
  */
 static int arena_read(int *nsites, int *nrecs)
 {
-	struct btree *age = (struct btree *)(uintptr_t)st->age;
-	struct bt_node *n;
-	u32 ns = st->nr_sites, nr = 0, hops = 0;
+	u32 ns = st->nr_sites, nc = st->nr_cpus, nr = 0, start[KMT_MAX_CPUS + 1] = { 0 };
+	u32 pos[KMT_MAX_CPUS];
+	int err = 0;
 
 	if (ns > KMT_MAX_SITES)
 		ns = KMT_MAX_SITES;
+	if (nc > KMT_MAX_CPUS)
+		nc = KMT_MAX_CPUS;
 	*nsites = 0;
 	for (u32 i = 0; i < ns; i++) {
 		struct kmt_site *s = (struct kmt_site *)(uintptr_t)st->site_tab[i];
@@ -201,27 +235,25 @@ static int arena_read(int *nsites, int *nrecs)
 			continue;
 		rows[(*nsites)++] = (struct site_row){ s->site, s->bytes, s->count, s->allocs };
 	}
-	*nrecs = 0;
-	if (!in_arena((u64)(uintptr_t)age) || !in_arena((u64)(uintptr_t)age->root))
-		return 0;
-	n = (struct bt_node *)(uintptr_t)age->root;
-	for (u32 l = 0; l < BT_MAX_HEIGHT && n->level > 0; l++) {
-		n = (struct bt_node *)(uintptr_t)n->children[0];
-		if (!in_arena((u64)(uintptr_t)n))
-			return -EFAULT;
+	for (u32 c = 0; c < nc && !err; c++) {
+		err = tree_read(st->age[c], &nr);
+		start[c + 1] = nr;
 	}
-	for (; n && hops++ < (1u << 20); n = (struct bt_node *)(uintptr_t)n->next) {
-		if (!in_arena((u64)(uintptr_t)n) || n->nr > BT_MAX_KEYS)
-			return -EFAULT;
-		for (u32 k = 0; k < n->nr && nr < ARRAY_SIZE(recs); k++) {
-			struct kmt_rec *r = (struct kmt_rec *)(uintptr_t)n->values[k];
+	for (u32 c = 0; c < nc; c++)
+		pos[c] = start[c];
+	for (nr_oldest = 0; nr_oldest < (int)ARRAY_SIZE(oldest); nr_oldest++) {
+		int best = -1;
 
-			if (in_arena((u64)(uintptr_t)r))
-				recs[nr++] = *r;
-		}
+		for (u32 c = 0; c < nc; c++)
+			if (pos[c] < start[c + 1] &&
+			    (best < 0 || recs[pos[c]].seq < recs[pos[best]].seq))
+				best = c;
+		if (best < 0)
+			break;
+		oldest[nr_oldest] = recs[pos[best]++];
 	}
 	*nrecs = nr;
-	return 0;
+	return err;
 }
 
 /* The same for the map tracer: batch lookups, then sorted by age (a map has no order). */
@@ -246,6 +278,9 @@ static int map_read(int *nsites, int *nrecs)
 		return -errno;
 	*nrecs = total;
 	qsort(recs, total, sizeof(recs[0]), by_ts);
+	for (nr_oldest = 0; nr_oldest < (int)ARRAY_SIZE(oldest) && nr_oldest < (int)total;
+	     nr_oldest++)
+		oldest[nr_oldest] = recs[nr_oldest];
 	total = 0;
 	do {
 		n = KMT_MAP_SITES - total;
@@ -278,10 +313,10 @@ static void print_report(const char *who, int nsites, int nrecs)
 		       (unsigned long long)rows[i].site, (long long)rows[i].bytes,
 		       (long long)rows[i].count, (unsigned long long)rows[i].allocs);
 	printf("  oldest:");
-	for (int i = 0; i < nrecs && i < 4; i++)
-		printf(" %#llx (%llu B from %#llx, %.1f s old)", (unsigned long long)recs[i].addr,
-		       (unsigned long long)recs[i].bytes, (unsigned long long)recs[i].site,
-		       (now - recs[i].ts) / 1e9);
+	for (int i = 0; i < nr_oldest; i++)
+		printf(" %#llx (%llu B from %#llx, %.1f s old)", (unsigned long long)oldest[i].addr,
+		       (unsigned long long)oldest[i].bytes, (unsigned long long)oldest[i].site,
+		       (now - oldest[i].ts) / 1e9);
 	putchar('\n');
 	fflush(stdout);
 }
@@ -408,9 +443,52 @@ static void accounting(const char *who, const struct kmt_counts *c, s64 outstand
 	      "%s: exact accounting", who);
 }
 
+/*
+ * arena-top on this process, as a user would run it on a tracer they did not write: its
+ * output shown, and its objects-out and log figures held to the program's own.
+ */
+static void arena_top_check(void)
+{
+	char exe[4096], cmd[4200], line[512];
+	long long out = -1, ours;
+	unsigned long long written = ~0ull;
+	struct kmt_teardown o = { 0 };
+	struct arena_log *log = libarena_log(obj);
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int ret, rc;
+	FILE *f;
+
+	if (n <= 0) {
+		check(0, "arena-top: cannot find this program's directory");
+		return;
+	}
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(cmd, sizeof(cmd), "%s/../arena-top -P %d -n 1", exe, getpid());
+	printf("\n$ arena-top -P %d   (the tracer's arena, from outside)\n", getpid());
+	f = popen(cmd, "r");
+	if (!f) {
+		check(0, "arena-top: %s", strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		fputs(line, stdout);
+		sscanf(line, "objects out: %lld", &out);
+		sscanf(line, "log: %llu lines written", &written);
+	}
+	rc = pclose(f);
+	ours = libarena_prog_run(bpf_object__find_program_by_name(obj, "kmt_outstanding"), &o,
+				 sizeof(o), &ret) ? -1 : o.heap_after;
+	check(rc == 0 && out == ours,
+	      "arena-top: %lld objects out, the program's arena_heap_outstanding() %lld", out, ours);
+	check(log && written == log->written,
+	      "arena-top: %llu log lines written, the ring's own count %llu", written,
+	      log ? (unsigned long long)log->written : 0ull);
+}
+
 int main(int argc, char **argv)
 {
-	struct kmt_setup setup = { 0 };
+	struct kmt_setup setup = { .nr_cpus = libbpf_num_possible_cpus() };
 	struct kmt_teardown td = { 0 };
 	struct asan_state *asan;
 	double t_none[ROUNDS], t_arena[ROUNDS], t_maps[ROUNDS], us_arena, us_maps;
@@ -461,6 +539,7 @@ int main(int argc, char **argv)
 	workload(arena_report);
 	detach();
 	arena_report();
+	arena_top_check();
 
 	/* 2: untraced, arena, maps, in turn. */
 	ev_arena = st->arena.seen;

@@ -6,6 +6,7 @@
 #define KMT_MAX_SITES	4096	/* call sites the arena tracer lists for user space */
 #define KMT_MAP_ENTRIES	8192	/* the map tracer's preallocated outstanding allocations */
 #define KMT_MAP_SITES	4096
+#define KMT_MAX_CPUS	64	/* a tree by age per CPU (a power of two) */
 
 /* One outstanding allocation, in the arena; the map tracer keeps the same in its map. */
 struct kmt_rec {
@@ -13,10 +14,11 @@ struct kmt_rec {
 	u64 bytes;
 	u64 site;	/* the caller of kmalloc/kmem_cache_alloc */
 	u64 ts;		/* bpf_ktime_get_ns() */
-	u64 seq;	/* the arena tracer's key in its tree by age (0 in the map's) */
+	u64 seq;	/* the arena tracer's key in its CPU's tree by age (0 in the map's) */
 	s32 stack_id;	/* in the stack map, or a negative errno */
 	u32 cpu;
 	u64 link;	/* the arena tracer's: its place in a queue for the tree by age */
+	u64 site_rec;	/* the arena tracer's: its struct kmt_site __arena * */
 	u32 state;	/* the arena tracer's: KMT_* below */
 	u32 pad;
 };
@@ -57,10 +59,13 @@ struct kmt_counts {
 struct kmt_state {
 	u64 live;		/* struct hmap __arena *: address -> struct kmt_rec __arena * */
 	u64 sites;		/* struct hmap __arena *: call site -> struct kmt_site __arena * */
-	u64 age;		/* struct btree __arena *: seq -> struct kmt_rec __arena * */
 	u64 seq;		/* the next record's key in age */
 	u32 nr_sites;		/* site_tab's entries in use, in order of first sight */
 	u32 ready;
+	u32 nr_cpus;		/* trees in age[] */
+	u32 pad;
+	/* Per CPU of allocation: struct btree __arena *, seq -> struct kmt_rec __arena * */
+	u64 age[KMT_MAX_CPUS];
 	s64 heap_before;	/* arena_heap_outstanding() before setup */
 	struct kmt_counts arena;	/* the arena tracer's */
 	struct kmt_counts maps;		/* the map tracer's */
@@ -68,6 +73,8 @@ struct kmt_state {
 };
 
 struct kmt_setup {
+	u32 nr_cpus;		/* in: possible CPUs, at most KMT_MAX_CPUS */
+	u32 pad;
 	u64 state;		/* out: user address of struct kmt_state */
 };
 

@@ -139,7 +139,7 @@ int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len)
 }
 
 /* The program, function and line of a JIT-ed address, from one program's info. */
-static int where_in(int fd, u64 ip, const char *prog_name, char *buf, size_t len)
+int libarena_asan_where_fd(int fd, const char *prog_name, u64 ip, char *buf, size_t len)
 {
 	struct bpf_prog_info info = {};
 	u32 info_len = sizeof(info), nfuncs, nlines, nfi, rec, fi_rec;
@@ -235,7 +235,7 @@ int libarena_asan_where(struct bpf_object *obj, u64 ip, char *buf, size_t len)
 	bpf_object__for_each_program(prog, obj) {
 		int fd = bpf_program__fd(prog);
 
-		if (fd >= 0 && !where_in(fd, ip, bpf_program__name(prog), buf, len))
+		if (fd >= 0 && !libarena_asan_where_fd(fd, bpf_program__name(prog), ip, buf, len))
 			return 0;
 	}
 	return -ENOENT;

@@ -17,6 +17,8 @@
  *   libarena_heap_stats_print(g, out)    and printed
  *   libarena_asan_start(obj, args)       sanitizer build: options, the report state
  *   libarena_asan_print(obj, st, out)    print the sanitizer's new reports
+ *   libarena_asan_where_fd(fd, name, ip, buf, len)  a JIT-ed address's program, function
+ *                                        and line, from one program fd (arena-top)
  *   libarena_stderr_match(msgs, n, text) match __stderr() expectations against output
  *
  * and the calls of the upstream libarena's harness (tools/testing/selftests/bpf/libarena
@@ -194,5 +196,8 @@ int libarena_asan_describe(const struct asan_report *r, char *buf, size_t len);
  * loaded programs. 0, or -ENOENT when no program of obj holds it.
  */
 int libarena_asan_where(struct bpf_object *obj, u64 ip, char *buf, size_t len);
+
+/* The same from one loaded program (a program fd and its name), of any process. */
+int libarena_asan_where_fd(int prog_fd, const char *prog_name, u64 ip, char *buf, size_t len);
 
 #endif /* __LIBARENA_USERSPACE_H */
