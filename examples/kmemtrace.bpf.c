@@ -442,16 +442,20 @@ static __always_inline void map_site_add(u64 site, s64 bytes, s64 count, u64 all
 static __always_inline void map_alloc_event(void *ctx, u64 site, u64 ptr, u64 bytes)
 {
 	struct kmt_rec r = {}, *old;
+	long err;
 
 	if (ptr <= 16)
 		return;
 	atomic_add(&kmt.maps.seen, 1);
-	if (!bpf_map_lookup_elem(&kmt_map_sites, &site) &&
-	    bpf_map_update_elem(&kmt_map_sites, &site, &(struct kmt_site){ .site = site },
-				BPF_NOEXIST) == -E2BIG) {
-		atomic_add(&kmt.maps.drop_site, 1);
-		atomic_add(&kmt.maps.dropped, 1);
-		return;
+	if (!bpf_map_lookup_elem(&kmt_map_sites, &site)) {
+		struct kmt_site fresh = { .site = site };
+
+		err = bpf_map_update_elem(&kmt_map_sites, &site, &fresh, BPF_NOEXIST);
+		if (err == -E2BIG) {
+			atomic_add(&kmt.maps.drop_site, 1);
+			atomic_add(&kmt.maps.dropped, 1);
+			return;
+		}
 	}
 	old = bpf_map_lookup_elem(&kmt_map_live, &ptr);
 	if (old) {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# tests/tracer-test.sh BUILD_DIR: the kernel memory tracer (examples/kmemtrace) in the
+# The kernel memory tracer (examples/kmemtrace) of the build in BUILD_DIR, in the
 # sanitizer build, in the guest: attached to the kmalloc/kfree tracepoints, which fire
 # in interrupts too, on every CPU, under its workload; exact accounting, no sanitizer
 # report and every record freed (its own checks). The plain build runs with the

@@ -86,8 +86,10 @@ static int arena_of_pid(int pid, u32 *id)
 		if (!f)
 			continue;
 		while (fgets(line, sizeof(line), f)) {
-			sscanf(line, "map_type: %u", &type);
-			sscanf(line, "map_id: %u", &map_id);
+			if (sscanf(line, "map_type: %u", &type) == 1)
+				continue;
+			if (sscanf(line, "map_id: %u", &map_id) == 1)
+				continue;
 		}
 		fclose(f);
 		if (type == MAP_TYPE_ARENA && map_id) {
@@ -262,7 +264,8 @@ static void show(struct view *v, bool drain)
 		       out - held, v->quarantine ? ", the quarantine's left out" : "", heaps);
 		libarena_heap_stats_print(g, stdout);
 	} else {
-		printf("heap: %s\n", v->heap ? "not initialised or damaged" : "none in this program");
+		printf("heap: %s\n",
+		       v->heap ? "not initialised or damaged" : "none in this program");
 	}
 	if (v->buddy)
 		libarena_buddy_stats_print(v->buddy, stdout);
@@ -283,19 +286,32 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "m:p:P:wn:d")) != -1) {
 		switch (opt) {
-		case 'm': id = strtoul(optarg, NULL, 0); break;
-		case 'p': pinned = optarg; break;
-		case 'P': pid = atoi(optarg); break;
-		case 'w': watch = true; break;
-		case 'n': count = atoi(optarg); break;
-		case 'd': drain = true; break;
+		case 'm':
+			id = strtoul(optarg, NULL, 0);
+			break;
+		case 'p':
+			pinned = optarg;
+			break;
+		case 'P':
+			pid = atoi(optarg);
+			break;
+		case 'w':
+			watch = true;
+			break;
+		case 'n':
+			count = atoi(optarg);
+			break;
+		case 'd':
+			drain = true;
+			break;
 		default:
 			fprintf(stderr,
 				"usage: arena-top [-w] [-n COUNT] [-d] (-m MAP_ID | -p PINNED | -P PID)\n");
 			return 2;
 		}
 	}
-	if (pid && (err = arena_of_pid(pid, &id)))
+	err = pid ? arena_of_pid(pid, &id) : 0;
+	if (err)
 		return die("no arena map in that process", -err);
 	v.map_fd = pinned ? bpf_obj_get(pinned) : id ? bpf_map_get_fd_by_id(id) : -EINVAL;
 	if (v.map_fd < 0)
@@ -312,9 +328,11 @@ int main(int argc, char **argv)
 		      v.map_fd, 0);
 	if (v.base == MAP_FAILED)
 		return die("mapping the arena", errno);
-	if ((err = find_progs(&v)))
+	err = find_progs(&v);
+	if (err)
 		return die("no program uses this arena", -err);
-	if ((err = find_globals(&v)))
+	err = find_globals(&v);
+	if (err)
 		return die("no arena globals in the program's BTF", -err);
 	if (count < 0)
 		count = watch ? 0 : 1;
