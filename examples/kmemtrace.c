@@ -436,9 +436,9 @@ static void check_counts(const char *who, const struct kmt_counts *c, s64 outsta
 	printf("  dropped: %llu table full, %llu no memory, %llu lock busy, %llu no site\n",
 	       (unsigned long long)c->drop_full, (unsigned long long)c->drop_nomem,
 	       (unsigned long long)c->drop_busy, (unsigned long long)c->drop_site);
-	printf("  %llu addresses reused without a traced free, %llu frees of older allocations, %llu changes deferred\n",
-	       (unsigned long long)c->reused, (unsigned long long)c->unknown_frees,
-	       (unsigned long long)c->deferred);
+	printf("  %llu addresses reused with no traced free, %llu older allocations freed\n",
+	       (unsigned long long)c->reused, (unsigned long long)c->unknown_frees);
+	printf("  %llu changes to the trees by age deferred\n", (unsigned long long)c->deferred);
 	check(outstanding >= 0 && c->seen == (u64)outstanding + c->freed + c->dropped,
 	      "%s: seen = outstanding + freed + dropped", who);
 }
@@ -524,7 +524,7 @@ int main(int argc, char **argv)
 	st = (struct kmt_state *)(uintptr_t)setup.state;
 
 	/* 1: the arena tracer on the workload, a report every second. */
-	printf("kmemtrace: the kernel's allocations while %d processes make files, sockets and pipes\n",
+	printf("kmemtrace: the kernel's allocations while %d processes make files, sockets, pipes\n",
 	       CHILDREN);
 	printf("  and %d socket pairs stay open\n", HELD);
 	if (getenv("TMPDIR"))
@@ -571,11 +571,12 @@ int main(int argc, char **argv)
 	per_arena = (on_arena - none) * 1e6 / (ev_arena ? ev_arena : 1);
 	per_maps = (on_maps - none) * 1e6 / (ev_maps ? ev_maps : 1);
 
-	printf("\nside by side (%d rounds in turn, medians; %d processes, %d socket pairs a round):\n",
+	printf("\nside by side (%d rounds in turn, medians; %d processes, %d socket pairs):\n",
 	       ROUNDS, CHILDREN, HELD);
-	printf("  workload: %.0f ms untraced, %.0f ms under the arena tracer (%.2fx), %.0f ms under the maps' (%.2fx)\n",
-	       none, on_arena, on_arena / none, on_maps, on_maps / none);
-	printf("  cost per event: arena %.0f ns, maps %.0f ns (%llu and %llu allocations a round)\n",
+	printf("  workload: %.0f ms untraced, %.0f ms traced by the arena (%.2fx)\n",
+	       none, on_arena, on_arena / none);
+	printf("    %.0f ms traced by the maps (%.2fx)\n", on_maps, on_maps / none);
+	printf("  cost per event: arena %.0f ns, maps %.0f ns (%llu and %llu allocations)\n",
 	       per_arena, per_maps, (unsigned long long)ev_arena, (unsigned long long)ev_maps);
 	printf("    %.2fx (goal: at most 1.0x: %s)\n", per_arena / per_maps,
 	       per_arena <= per_maps ? "met" : "not met");
@@ -587,7 +588,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)mem_arena >> 10, (unsigned long long)mem_maps >> 10);
 	full = us_maps / us_arena;
 	per_rec = (us_maps / (nr_maps ? nr_maps : 1)) / (us_arena / (nr_arena ? nr_arena : 1));
-	printf("  one full report read: arena %.0f us in place (%d records), maps %.0f us (%d records)\n",
+	printf("  one full report read: arena %.0f us in place (%d records), maps %.0f us (%d)\n",
 	       us_arena, nr_arena, us_maps, nr_maps);
 	printf("    %.1fx, per record %.1fx (goal: at least 10x: %s)\n", full, per_rec,
 	       full >= 10 ? "met" : per_rec >= 10 ?
