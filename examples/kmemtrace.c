@@ -524,7 +524,7 @@ int main(int argc, char **argv)
 	st = (struct kmt_state *)(uintptr_t)setup.state;
 
 	/* 1: the arena tracer on the workload, a report every second. */
-	printf("kmemtrace: the kernel's allocations while %d processes make files, sockets, pipes\n",
+	printf("kmemtrace: the kernel's allocations while %d processes make files and sockets\n",
 	       CHILDREN);
 	printf("  and %d socket pairs stay open\n", HELD);
 	if (getenv("TMPDIR"))
