@@ -170,6 +170,32 @@ static __always_inline void drain_queues(struct kmt_part __arena *p, struct btre
 	}
 }
 
+/*
+ * The hash map's writers wait for a region's lock a bounded time; a vCPU that stalls
+ * (TCG does) can outlast it. Try again, a few times, before a change is given up.
+ */
+#define LIVE_TRIES	4
+
+static __always_inline int live_insert(u64 ptr, struct kmt_rec __arena *r)
+{
+	int err = -ETIMEDOUT;
+	u32 i;
+
+	for (i = zero; i < LIVE_TRIES && err == -ETIMEDOUT && can_loop; i++)
+		err = hmap_insert(HMAP(kmt.live), ptr, (u64)r);
+	return err;
+}
+
+static __always_inline int live_delete(u64 ptr, u64 *v)
+{
+	int err = -ETIMEDOUT;
+	u32 i;
+
+	for (i = zero; i < LIVE_TRIES && err == -ETIMEDOUT && can_loop; i++)
+		err = hmap_delete(HMAP(kmt.live), ptr, v);
+	return err;
+}
+
 /* The call site's record, made on its first allocation; NULL when there is no room. */
 static __always_inline struct kmt_site __arena *site_of(u64 site)
 {
@@ -264,11 +290,11 @@ static __always_inline void arena_alloc_event(void *ctx, u64 site, u64 ptr, u64 
 	 * Nobody can free ptr before its allocation returns, so the record is ours until
 	 * it is in the hash map. An address already there was freed on a path we did not see.
 	 */
-	err = hmap_insert(HMAP(kmt.live), ptr, (u64)r);
-	if (err == -EEXIST && !hmap_delete(HMAP(kmt.live), ptr, &v)) {
+	err = live_insert(ptr, r);
+	if (err == -EEXIST && !live_delete(ptr, &v)) {
 		atomic_add(&kmt.arena.reused, 1);
 		rec_end((struct kmt_rec __arena *)v);
-		err = hmap_insert(HMAP(kmt.live), ptr, (u64)r);
+		err = live_insert(ptr, r);
 	}
 	if (err) {
 		arena_free(r);
@@ -296,40 +322,47 @@ static __always_inline void arena_free_event(u64 ptr)
 
 	if (!READ_ONCE(kmt.ready) || ptr <= 16)
 		return;
-	if (hmap_delete(HMAP(kmt.live), ptr, &v)) {
+	if (live_delete(ptr, &v)) {
+		/* Not ours, or given up: its record stays outstanding until ptr comes back. */
 		atomic_add(&kmt.arena.unknown_frees, 1);
 		return;
 	}
 	rec_end((struct kmt_rec __arena *)v);
 }
 
-SEC("raw_tp/kmalloc")
-int BPF_PROG(kmt_kmalloc, unsigned long site, const void *ptr, size_t req, size_t alloc)
-{
-	arena_alloc_event(ctx, site, (u64)ptr, alloc);
-	return 0;
+/*
+ * A tracer's four programs, named PREFIX##kmalloc and so on, feeding its alloc and free
+ * events (the loader attaches one tracer's at a time).
+ */
+#define KMT_TRACER(prefix, alloc_event, free_event)					\
+SEC("raw_tp/kmalloc")									\
+int BPF_PROG(prefix##kmalloc, unsigned long site, const void *ptr, size_t req,		\
+	     size_t alloc)								\
+{											\
+	alloc_event(ctx, site, (u64)ptr, alloc);					\
+	return 0;									\
+}											\
+SEC("raw_tp/kmem_cache_alloc")								\
+int BPF_PROG(prefix##cache_alloc, unsigned long site, const void *ptr,			\
+	     struct kmem_cache *s)							\
+{											\
+	alloc_event(ctx, site, (u64)ptr, cache_size(s));				\
+	return 0;									\
+}											\
+SEC("raw_tp/kfree")									\
+int BPF_PROG(prefix##kfree, unsigned long site, const void *ptr)			\
+{											\
+	free_event((u64)ptr);								\
+	return 0;									\
+}											\
+SEC("raw_tp/kmem_cache_free")								\
+int BPF_PROG(prefix##cache_free, unsigned long site, const void *ptr)			\
+{											\
+	free_event((u64)ptr);								\
+	return 0;									\
 }
 
-SEC("raw_tp/kmem_cache_alloc")
-int BPF_PROG(kmt_cache_alloc, unsigned long site, const void *ptr, struct kmem_cache *s)
-{
-	arena_alloc_event(ctx, site, (u64)ptr, cache_size(s));
-	return 0;
-}
-
-SEC("raw_tp/kfree")
-int BPF_PROG(kmt_kfree, unsigned long site, const void *ptr)
-{
-	arena_free_event((u64)ptr);
-	return 0;
-}
-
-SEC("raw_tp/kmem_cache_free")
-int BPF_PROG(kmt_cache_free, unsigned long site, const void *ptr)
-{
-	arena_free_event((u64)ptr);
-	return 0;
-}
+KMT_TRACER(kmt_, arena_alloc_event, arena_free_event)
 
 /* What arena_heap_outstanding() says now: arena-top's figure is checked against it. */
 SEC("syscall")
@@ -501,30 +534,4 @@ static __always_inline void map_free_event(u64 ptr)
 	atomic_add(&kmt.maps.freed, 1);
 }
 
-SEC("raw_tp/kmalloc")
-int BPF_PROG(kmt_map_kmalloc, unsigned long site, const void *ptr, size_t req, size_t alloc)
-{
-	map_alloc_event(ctx, site, (u64)ptr, alloc);
-	return 0;
-}
-
-SEC("raw_tp/kmem_cache_alloc")
-int BPF_PROG(kmt_map_cache_alloc, unsigned long site, const void *ptr, struct kmem_cache *s)
-{
-	map_alloc_event(ctx, site, (u64)ptr, cache_size(s));
-	return 0;
-}
-
-SEC("raw_tp/kfree")
-int BPF_PROG(kmt_map_kfree, unsigned long site, const void *ptr)
-{
-	map_free_event((u64)ptr);
-	return 0;
-}
-
-SEC("raw_tp/kmem_cache_free")
-int BPF_PROG(kmt_map_cache_free, unsigned long site, const void *ptr)
-{
-	map_free_event((u64)ptr);
-	return 0;
-}
+KMT_TRACER(kmt_map_, map_alloc_event, map_free_event)

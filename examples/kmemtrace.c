@@ -256,6 +256,23 @@ static int arena_read(int *nsites, int *nrecs)
 	return err;
 }
 
+/* A hash map's entries by batch lookups into keys[] and vals[]: how many, or -errno. */
+static int batch_read(int fd, u64 *keys, void *vals, size_t val_size, u32 max)
+{
+	u64 in = 0, out;
+	u32 n, total = 0;
+	int err;
+
+	do {
+		n = max - total;
+		err = bpf_map_lookup_batch(fd, total ? &in : NULL, &out, keys + total,
+					   (char *)vals + total * val_size, &n, NULL);
+		total += n;
+		in = out;
+	} while (!err && total < max);
+	return err && errno != ENOENT ? -errno : (int)total;
+}
+
 /* The same for the map tracer: batch lookups, then sorted by age (a map has no order). */
 static int map_read(int *nsites, int *nrecs)
 {
@@ -263,38 +280,22 @@ static int map_read(int *nsites, int *nrecs)
 	static struct kmt_site vals[KMT_MAP_SITES];
 	int live = bpf_map__fd(bpf_object__find_map_by_name(obj, "kmt_map_live"));
 	int sites = bpf_map__fd(bpf_object__find_map_by_name(obj, "kmt_map_sites"));
-	u64 in = 0, out;
-	u32 n, total = 0;
-	int err;
+	int n;
 
-	do {
-		n = KMT_MAP_ENTRIES - total;
-		err = bpf_map_lookup_batch(live, total ? &in : NULL, &out, keys + total,
-					   recs + total, &n, NULL);
-		total += n;
-		in = out;
-	} while (!err && total < KMT_MAP_ENTRIES);
-	if (err && errno != ENOENT)
-		return -errno;
-	*nrecs = total;
-	qsort(recs, total, sizeof(recs[0]), by_ts);
-	for (nr_oldest = 0; nr_oldest < (int)ARRAY_SIZE(oldest) && nr_oldest < (int)total;
-	     nr_oldest++)
+	n = batch_read(live, keys, recs, sizeof(recs[0]), KMT_MAP_ENTRIES);
+	if (n < 0)
+		return n;
+	*nrecs = n;
+	qsort(recs, n, sizeof(recs[0]), by_ts);
+	for (nr_oldest = 0; nr_oldest < (int)ARRAY_SIZE(oldest) && nr_oldest < n; nr_oldest++)
 		oldest[nr_oldest] = recs[nr_oldest];
-	total = 0;
-	do {
-		n = KMT_MAP_SITES - total;
-		err = bpf_map_lookup_batch(sites, total ? &in : NULL, &out, keys + total,
-					   vals + total, &n, NULL);
-		total += n;
-		in = out;
-	} while (!err && total < KMT_MAP_SITES);
-	if (err && errno != ENOENT)
-		return -errno;
-	for (u32 i = 0; i < total; i++)
+	n = batch_read(sites, keys, vals, sizeof(vals[0]), KMT_MAP_SITES);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
 		rows[i] = (struct site_row){ vals[i].site, vals[i].bytes, vals[i].count,
 					     vals[i].allocs };
-	*nsites = total;
+	*nsites = n;
 	return 0;
 }
 
