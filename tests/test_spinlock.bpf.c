@@ -15,6 +15,24 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 
 arena_spinlock_t __arena_global tl;
 
+/*
+ * A lock as ARENA_SPINLOCK_INIT / ARENA_OWNER_INIT make it, field by field: clang 19
+ * copies a struct literal into arena memory through a pointer the verifier refuses.
+ */
+static __always_inline void lock_zero(arena_spinlock_t __arena *l)
+{
+	l->state = 0;
+	l->next = 0;
+	l->timeouts = 0;
+}
+
+static __always_inline void owner_zero(struct arena_owner __arena *o)
+{
+	lock_zero(&o->lock);
+	o->cpu = 0;
+	o->refused = 0;
+}
+
 static __always_inline u64 marks(arena_spinlock_t __arena *l)
 {
 	return l->state >> 32;
@@ -57,7 +75,7 @@ int test_spin_lock_unlock(struct arena_test_ctx *ctx)
 	struct seen s = {};
 	int ret;
 
-	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(l);
 	ARENA_ASSERT(!arena_spin_is_locked(l));
 	ret = arena_spin_lock(l);
 	ARENA_ASSERT_EQ(ret, 0);
@@ -107,7 +125,7 @@ int test_spin_lock_timeout(struct arena_test_ctx *ctx)
 	u64 start, waited;
 	int ret;
 
-	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(l);
 	l->next = 1;					/* ticket 0 is held */
 	start = bpf_ktime_get_ns();
 	ret = arena_spin_lock_timeout(l, SHORT_NS);
@@ -164,7 +182,7 @@ int test_owner_lock(struct arena_test_ctx *ctx)
 	int ret, again, busy, call;
 	u32 held_by;
 
-	*o = (struct arena_owner)ARENA_OWNER_INIT;
+	owner_zero(o);
 	owner_calls = 0;
 	ret = arena_owner_lock(o);
 	ARENA_ASSERT_EQ(ret, 0);
@@ -190,7 +208,7 @@ int test_owner_lock(struct arena_test_ctx *ctx)
 	ARENA_ASSERT(!arena_spin_is_locked(&o->lock));
 
 	/* Ticket 0 held on another CPU, never let go. */
-	*o = (struct arena_owner)ARENA_OWNER_INIT;
+	owner_zero(o);
 	o->lock.next = 1;
 	o->cpu = me + 1;
 	ret = arena_owner_lock_timeout(o, SHORT_NS);
@@ -216,7 +234,7 @@ int test_spin_lock_skips_only_marked(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
 
-	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(l);
 	/* Ticket 5 held, 6 gave up, 7 waits, 8 gave up. */
 	l->state = 5 | ((1ull << 6) | (1ull << 8)) << 32;
 	l->next = 9;
@@ -236,7 +254,7 @@ int test_spin_lock_queue_full(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
 
-	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(l);
 	l->next = ARENA_SPIN_QUEUE;
 	ASSERT_NOT_TAKEN(l, arena_spin_lock_timeout(l, 0), -ETIMEDOUT);
 	ARENA_ASSERT_EQ(l->next, ARENA_SPIN_QUEUE);
@@ -257,7 +275,7 @@ int test_spin_lock_wraps(struct arena_test_ctx *ctx)
 	arena_spinlock_t __arena *l = &tl;
 	int i, ret;
 
-	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(l);
 	l->state = 0xfffffffeu;
 	l->next = 0xfffffffeu;
 	for (i = zero; i < 4 && can_loop; i++) {
@@ -290,7 +308,7 @@ int test_spin_lock_damaged(struct arena_test_ctx *ctx)
 {
 	arena_spinlock_t __arena *l = &tl;
 
-	*l = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(l);
 	/* next behind served: the queue looks 2^32 - 1 long. */
 	l->state = 100;
 	l->next = 99;
@@ -326,7 +344,7 @@ int parallel_test_spin_counter__init(struct arena_test_ctx *ctx)
 {
 	int i;
 
-	cnt_lock = (arena_spinlock_t)ARENA_SPINLOCK_INIT;
+	lock_zero(&cnt_lock);
 	cnt_a = cnt_b = cnt_inside = cnt_overlaps = 0;
 	for (i = zero; i < CNT_THREADS && can_loop; i++)
 		cnt_done[i] = cnt_timeouts[i] = 0;
